@@ -1,0 +1,55 @@
+"""Shared fixtures: the real embedded PostgreSQL server and a real local Spark session.
+
+When ``CI=true`` a test that needs PostgreSQL or Spark fails if they are missing; on a
+developer machine it is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(what: str, why: str) -> NoReturn:
+    """Skip locally, fail in CI: a missing real part must never pass silently there."""
+    message = f"{what} is unavailable: {why}"
+    if IN_CI:
+        pytest.fail(f"{message} (CI=true, so this is a failure, not a skip)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One embedded PostgreSQL 16 server for the whole test session."""
+    from changefeed.embedded_postgres import EmbeddedPostgresUnavailable, start
+
+    try:
+        server = start()
+    except EmbeddedPostgresUnavailable as exc:
+        unavailable("PostgreSQL", str(exc))
+    yield server
+
+
+@pytest.fixture(scope="session")
+def pg_uri(pg_server: Any) -> str:
+    return str(pg_server.uri)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A local Spark session shared by all Spark tests (starting one costs ~5 s)."""
+    try:
+        from changefeed.local_spark import local_spark_session
+    except ImportError as exc:
+        unavailable("Spark", str(exc))
+    try:
+        session = local_spark_session(app_name="changefeed-tests")
+    except Exception as exc:
+        unavailable("Spark", f"{type(exc).__name__}: {exc}")
+    yield session
+    session.stop()
