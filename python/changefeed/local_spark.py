@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ def local_spark_session(
         )
     from pyspark.sql import SparkSession
 
+    # Python workers default to `python3` on PATH, which lacks pyarrow/pandas when the
+    # driver runs from a venv that is not activated (`.venv/bin/python -m pytest`).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warehouse = Path(warehouse_dir) if warehouse_dir else Path(tempfile.mkdtemp(prefix="cf-wh-"))
     builder = (
         SparkSession.builder.master("local[2]")
