@@ -1,0 +1,40 @@
+{#-
+  The adapter-neutral first half of setup/upgrade: validate the options, resolve the
+  relation, ask the adapter for the key columns, and build the spec.
+  key_columns is the adapter's catalogue lookup macro, e.g. changefeed._postgres_key_columns.
+-#}
+{% macro _feed_build_spec(relation, mode, key, stall_timeout_ms, lock_probe_ms, key_columns) %}
+  {%- set raw = {'mode': mode} -%}
+  {%- if key is not none -%}{%- do raw.update({'key': key}) -%}{%- endif -%}
+  {%- if stall_timeout_ms is not none -%}{%- do raw.update({'stall_timeout_ms': stall_timeout_ms}) -%}{%- endif -%}
+  {%- if lock_probe_ms is not none -%}{%- do raw.update({'lock_probe_ms': lock_probe_ms}) -%}{%- endif -%}
+  {%- set options = changefeed._feed_options(raw) -%}
+  {%- set source = changefeed._feed_relation(relation) -%}
+  {%- set keys = key_columns(source, options['key']) -%}
+  {{ return(changefeed._feed_spec(source, options, keys)) }}
+{% endmacro %}
+
+
+{#- teardown needs only the names, which derive from the relation: mode and keys are none. -#}
+{% macro _feed_teardown_spec(relation) %}
+  {%- set source = changefeed._feed_relation(relation) -%}
+  {{ return({
+      'feed_id': source.schema ~ '.' ~ source.identifier,
+      'database': source.database,
+      'source_schema': source.schema,
+      'source_table': source.identifier,
+      'source_relation': source.render(),
+      'schema': var('changefeed_schema', 'changefeed'),
+      'mode': none,
+      'keys': none,
+      'block_bits': 36,
+      'protocol_version': changefeed._feed_protocol_version(),
+  }) }}
+{% endmacro %}
+
+
+{% macro _feed_unsupported_adapter(operation) %}
+  {{ exceptions.raise_compiler_error(
+      "changefeed." ~ operation ~ " does not support the '" ~ adapter.type() ~ "' adapter;"
+      ~ " supported adapters: postgres, sqlserver") }}
+{% endmacro %}

@@ -1,0 +1,74 @@
+{#-
+  Validates a feed's options (the model's `changefeed` config or setup_feed's arguments)
+  and returns them normalised, with defaults filled in. Every error names the bad value
+  and lists what is accepted.
+-#}
+{% macro _feed_options(raw) %}
+  {%- set accepted_keys = ['mode', 'key', 'stall_timeout_ms', 'lock_probe_ms'] -%}
+  {%- set accepted_modes = ['blocking', 'outbox'] -%}
+  {%- if raw is none or raw is not mapping -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed options must be a mapping such as {mode: outbox}, got: " ~ raw) }}
+  {%- endif -%}
+  {%- for name in raw -%}
+    {%- if name not in accepted_keys -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: unknown option '" ~ name ~ "'; accepted options: " ~ accepted_keys | join(', ')) }}
+    {%- endif -%}
+  {%- endfor -%}
+
+  {%- set mode = raw.get('mode') -%}
+  {%- if mode not in accepted_modes -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: mode must be one of " ~ accepted_modes | join(', ') ~ "; got: " ~ mode) }}
+  {%- endif -%}
+
+  {%- set key = raw.get('key') -%}
+  {%- if key is string -%}
+    {%- set key = [key] -%}
+  {%- endif -%}
+  {%- if key is not none -%}
+    {%- if key is mapping or key is not iterable or key | length == 0 -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: key must be a column name or a non-empty list of column names; got: " ~ key) }}
+    {%- endif -%}
+    {%- for column in key -%}
+      {%- if column is not string or column | length == 0 -%}
+        {{ exceptions.raise_compiler_error(
+            "changefeed: every key column must be a non-empty string; got: " ~ column) }}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- if key | unique | list | length != key | length -%}
+      {{ exceptions.raise_compiler_error("changefeed: key lists a column twice: " ~ key | join(', ')) }}
+    {%- endif -%}
+    {%- set key = key | list -%}
+  {%- endif -%}
+
+  {%- set stall_timeout_ms = changefeed._feed_positive_int(raw, 'stall_timeout_ms', 5000) -%}
+  {%- set lock_probe_ms = changefeed._feed_positive_int(raw, 'lock_probe_ms', 20) -%}
+  {%- if lock_probe_ms >= stall_timeout_ms -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: lock_probe_ms (" ~ lock_probe_ms ~ ") must be smaller than stall_timeout_ms ("
+        ~ stall_timeout_ms ~ ")") }}
+  {%- endif -%}
+
+  {{ return({
+      'mode': mode,
+      'key': key,
+      'stall_timeout_ms': stall_timeout_ms,
+      'lock_probe_ms': lock_probe_ms,
+  }) }}
+{% endmacro %}
+
+
+{% macro _feed_positive_int(raw, name, default) %}
+  {%- set value = raw.get(name) -%}
+  {%- if value is none -%}
+    {{ return(default) }}
+  {%- endif -%}
+  {%- if value is not integer or value is sameas true or value is sameas false or value < 1 -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: " ~ name ~ " must be a positive whole number of milliseconds; got: " ~ value) }}
+  {%- endif -%}
+  {{ return(value) }}
+{% endmacro %}

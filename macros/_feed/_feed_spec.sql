@@ -1,0 +1,31 @@
+{#-
+  The feed spec: the single, adapter-neutral description of one feed from which every
+  adapter generates its SQL (config -> spec -> generated SQL -> engine).
+  `keys` comes from the adapter's catalogue lookup, so types and collations are the source's.
+-#}
+{% macro _feed_spec(relation, options, keys) %}
+  {%- if keys is none or keys | length == 0 -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed of " ~ relation ~ " has no key columns; set key: [column, ...]") }}
+  {%- endif -%}
+  {{ return({
+      'feed_id': relation.schema ~ '.' ~ relation.identifier,
+      'database': relation.database,
+      'source_schema': relation.schema,
+      'source_table': relation.identifier,
+      'source_relation': relation.render(),
+      'schema': var('changefeed_schema', 'changefeed'),
+      'mode': options['mode'],
+      'keys': keys,
+      'stall_timeout_ms': options['stall_timeout_ms'],
+      'lock_probe_ms': options['lock_probe_ms'],
+      'block_bits': 36,
+      'protocol_version': changefeed._feed_protocol_version(),
+  }) }}
+{% endmacro %}
+
+
+{#- Bumped whenever generated procedures change in a way that needs `upgrade_feed`. -#}
+{% macro _feed_protocol_version() %}
+  {{ return(1) }}
+{% endmacro %}

@@ -1,0 +1,28 @@
+{#-
+  Creates a feed for a table: its state, feed, outbox and session tables, sequence,
+  procedures and roles (docs/protocol.md section 9). Idempotent: with an unchanged
+  config it does nothing; a changed mode or key fails and names the remedy.
+
+    dbt run-operation changefeed.setup_feed --args '{relation: shop.orders, mode: outbox}'
+-#}
+{% macro setup_feed(relation, mode=none, key=none, stall_timeout_ms=none, lock_probe_ms=none) %}
+  {{ return(adapter.dispatch('setup_feed', 'changefeed')(relation, mode, key, stall_timeout_ms, lock_probe_ms)) }}
+{% endmacro %}
+
+{% macro default__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms) %}
+  {{ changefeed._feed_unsupported_adapter('setup_feed') }}
+{% endmacro %}
+
+{% macro postgres__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_build_spec(
+      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns) -%}
+  {{ return(changefeed._postgres_setup_feed(spec)) }}
+{% endmacro %}
+
+{% macro sqlserver__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_build_spec(
+      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._sqlserver_key_columns) -%}
+  {{ return(changefeed._sqlserver_setup_feed(spec)) }}
+{% endmacro %}

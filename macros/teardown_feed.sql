@@ -1,0 +1,23 @@
+{#-
+  Drops every object of a feed, its registry row and its roles. Destructive: the feed's
+  history and any undelivered outbox rows are gone. The source table is not touched.
+
+    dbt run-operation changefeed.teardown_feed --args '{relation: shop.orders}'
+-#}
+{% macro teardown_feed(relation) %}
+  {{ return(adapter.dispatch('teardown_feed', 'changefeed')(relation)) }}
+{% endmacro %}
+
+{% macro default__teardown_feed(relation) %}
+  {{ changefeed._feed_unsupported_adapter('teardown_feed') }}
+{% endmacro %}
+
+{% macro postgres__teardown_feed(relation) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {{ return(changefeed._postgres_teardown_feed(changefeed._feed_teardown_spec(relation))) }}
+{% endmacro %}
+
+{% macro sqlserver__teardown_feed(relation) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {{ return(changefeed._sqlserver_teardown_feed(changefeed._feed_teardown_spec(relation))) }}
+{% endmacro %}

@@ -1,0 +1,29 @@
+{#-
+  Re-creates a feed's procedures and functions only (tables, data and roles are kept),
+  e.g. after upgrading the package. Takes the same arguments as setup_feed, because the
+  generated code depends on the mode and the key columns; a mismatch with the registered
+  feed fails and names it.
+
+    dbt run-operation changefeed.upgrade_feed --args '{relation: shop.orders, mode: outbox}'
+-#}
+{% macro upgrade_feed(relation, mode=none, key=none, stall_timeout_ms=none, lock_probe_ms=none) %}
+  {{ return(adapter.dispatch('upgrade_feed', 'changefeed')(relation, mode, key, stall_timeout_ms, lock_probe_ms)) }}
+{% endmacro %}
+
+{% macro default__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms) %}
+  {{ changefeed._feed_unsupported_adapter('upgrade_feed') }}
+{% endmacro %}
+
+{% macro postgres__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_build_spec(
+      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns) -%}
+  {{ return(changefeed._postgres_upgrade_feed(spec)) }}
+{% endmacro %}
+
+{% macro sqlserver__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_build_spec(
+      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._sqlserver_key_columns) -%}
+  {{ return(changefeed._sqlserver_upgrade_feed(spec)) }}
+{% endmacro %}
