@@ -53,3 +53,19 @@ def spark() -> Iterator[Any]:
         unavailable("Spark", f"{type(exc).__name__}: {exc}")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def dbt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The in-process dbt harness of tests/dbtkit.py (see its docstring for the API).
+
+    Its ``postgres``/``spark`` targets start the ``pg_uri``/``spark`` fixtures lazily, on
+    first use, so a test pays only for the servers it renders or runs against.
+    """
+    from tests.dbtkit import DbtHarness
+
+    return DbtHarness(
+        tmp_path_factory.mktemp("dbt"),
+        postgres_uri=lambda: request.getfixturevalue("pg_uri"),
+        spark=lambda: request.getfixturevalue("spark"),
+    )

@@ -1,0 +1,46 @@
+{#- ulid_timestamp(column): the creation time in a 16-byte ULID, to the millisecond
+    (Spark TIMESTAMP, PostgreSQL timestamptz, SQL Server datetime2(3) in UTC).
+
+    NULL in gives NULL; a value that is not exactly 16 bytes gives NULL. SQL Server's
+    datetime2 ends at 9999-12-31, so there a ULID timestamp after that (possible: 48 bits
+    of milliseconds reach the year 10889) also gives NULL. Pure SQL; the UDF
+    changefeed.spark.ulid_timestamp returns the same instants.
+
+    Example: select {{ changefeed.ulid_timestamp('e.event_id') }} as created_at from events e
+-#}
+{% macro ulid_timestamp(column) -%}
+    {{- changefeed._ulid_check_expression('ulid_timestamp', 'column', column) -}}
+    {{- return(adapter.dispatch('ulid_timestamp', 'changefeed')(column)) -}}
+{%- endmacro %}
+
+
+{% macro default__ulid_timestamp(column) -%}
+    {{ changefeed._ulid_unsupported('ulid_timestamp') }}
+{%- endmacro %}
+
+
+{% macro spark__ulid_timestamp(column) -%}
+case when length({{ column }}) = 16 then timestamp_millis(cast(conv(hex(substring({{ column }}, 1, 6)), 16, 10) as bigint)) end
+{%- endmacro %}
+
+
+{#- Whole seconds plus milliseconds keeps every step exact: to_timestamp() takes a
+    double, which holds any whole number of seconds here but not every fraction. -#}
+{% macro postgres__ulid_timestamp(column) -%}
+case when length({{ column }}) = 16 then (
+    select to_timestamp(_ulid_ms / 1000) + (_ulid_ms % 1000) * interval '1 millisecond'
+    from (select ('x' || encode(substring({{ column }} from 1 for 6), 'hex'))::bit(48)::bigint as _ulid_ms) as _ulid_t
+) end
+{%- endmacro %}
+
+
+{#- DATEADD takes an int, so add whole days first and then the milliseconds left. -#}
+{% macro sqlserver__ulid_timestamp(column) -%}
+CASE WHEN DATALENGTH({{ column }}) = 16 THEN (
+    SELECT CASE WHEN _ulid_ms <= CAST(253402300799999 AS bigint) THEN
+        DATEADD(millisecond, CAST(_ulid_ms % 86400000 AS int),
+            DATEADD(day, CAST(_ulid_ms / 86400000 AS int), CAST('1970-01-01' AS datetime2(3))))
+    END
+    FROM (SELECT CAST(SUBSTRING({{ column }}, 1, 6) AS bigint) AS _ulid_ms) AS _ulid_t
+) END
+{%- endmacro %}

@@ -1,0 +1,310 @@
+"""Render and run this package's dbt macros in-process, for tests.
+
+dbt runs inside the pytest process through ``dbt.cli.main.dbtRunner`` against the
+``integration_tests/`` project (which installs the package with ``- local: ../``).
+``profiles.yml`` is generated into a temporary directory with two targets:
+
+* ``postgres``: the embedded PostgreSQL server of the ``pg_uri`` fixture (its Unix-socket
+  directory is the profile's ``host``);
+* ``spark``: dbt-spark's ``session`` method, which calls ``SparkSession.builder.getOrCreate()``
+  and therefore reuses the test session of the ``spark`` fixture.
+
+A target's server is only started when a test first uses that target, so a test that
+renders for PostgreSQL never starts Spark and vice versa.
+
+Speed: starting dbt and parsing the project costs about a second, rendering with an
+already parsed manifest about 50 ms. ``dbt deps`` runs once per harness, the manifest
+is parsed once per target and reused, and :meth:`DbtHarness.render_many` renders any
+number of snippets in one invocation. Batch your snippets.
+
+API
+---
+``DbtHarness(workdir, *, postgres_uri=None, spark=None, project_dir=INTEGRATION_TESTS)``
+    ``postgres_uri`` and ``spark`` are callables run on first use of that target (the
+    fixture passes ``lambda: request.getfixturevalue("pg_uri")`` and likewise for
+    ``spark``), so the harness starts only what a test needs.
+``render(jinja_sql: str, target: str) -> str``
+    Compile one Jinja-SQL snippet (``dbt compile --inline``) and return the SQL text.
+``render_many(jinja_sqls: Sequence[str], target: str) -> list[str]``
+    The same for many snippets in a single dbt invocation.
+``run_operation(macro: str, args: Mapping[str, Any] | None = None, target: str) -> list[str]``
+    ``dbt run-operation``; returns the messages the macro logged with ``log()``.
+    Raises :class:`DbtError` if the operation fails.
+``invoke(args: Sequence[str], target: str) -> dbtRunnerResult``
+    Any other dbt command, with the project, profile, target and temporary paths filled in.
+
+Every failure raises :class:`DbtError` whose message is dbt's (e.g. a macro's
+``exceptions.raise_compiler_error`` text), so ``pytest.raises(DbtError, match=...)`` works.
+
+The ``dbt`` fixture in ``tests/conftest.py`` gives one harness per test session::
+
+    def test_pg(dbt, pg_uri):
+        sql = dbt.render("select {{ changefeed.ulid_to_string('u') }} from t", "postgres")
+
+T-SQL
+-----
+dbt-sqlserver cannot be imported here (pyodbc needs ``libodbc.so``), so there is no
+``sqlserver`` target. Render the SQL Server implementations by calling them explicitly
+under the ``postgres`` target::
+
+    dbt.render("{{ changefeed.sqlserver__ulid_to_string('x') }}", "postgres")
+    dbt.render_many(sqlserver_calls("ulid_to_string", ["x", "y"]), "postgres")
+
+This works as long as a ``sqlserver__`` implementation does not itself dispatch (through
+``adapter.dispatch`` or dbt's cross-database macros such as ``dbt.concat``) or read
+``target.type``: under the postgres target those resolve to PostgreSQL. Call other
+``sqlserver__``/private helpers explicitly from T-SQL implementations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+INTEGRATION_TESTS = REPO_ROOT / "integration_tests"
+PROFILE_NAME = "changefeed_integration_tests"
+#: The schema dbt's targets use (models, seeds, run_query without a schema).
+SCHEMA = "cf_dbtkit"
+TARGETS = ("postgres", "spark")
+
+_MARKER = "-- @@dbtkit-{token}-{index}@@"
+
+
+class DbtError(RuntimeError):
+    """A dbt invocation failed; the message is dbt's own error text."""
+
+
+def sqlserver_calls(macro: str, *arg_lists: Sequence[str]) -> list[str]:
+    """Jinja snippets that call ``changefeed.sqlserver__<macro>`` explicitly.
+
+    Each positional argument is one call's list of SQL-expression arguments, passed to
+    the macro as string literals.
+
+    >>> sqlserver_calls("ulid_to_string", ["x"], ["y"])
+    ["{{ changefeed.sqlserver__ulid_to_string('x') }}", "{{ changefeed.sqlserver__ulid_to_string('y') }}"]
+    """
+    return [call("sqlserver__" + macro, *args) for args in arg_lists]
+
+
+def call(macro: str, *args: str, package: str = "changefeed") -> str:
+    """A Jinja snippet ``{{ package.macro('arg', ...) }}`` with string-literal arguments.
+
+    >>> call("ulid_timestamp", "t.id")
+    "{{ changefeed.ulid_timestamp('t.id') }}"
+    """
+    rendered = ", ".join(_jinja_string(a) for a in args)
+    return "{{ " + f"{package}.{macro}({rendered})" + " }}"
+
+
+def _jinja_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class DbtHarness:
+    """One in-process dbt project with generated profiles; see the module docstring."""
+
+    def __init__(
+        self,
+        workdir: str | Path,
+        *,
+        postgres_uri: Callable[[], str] | None = None,
+        spark: Callable[[], Any] | None = None,
+        project_dir: str | Path = INTEGRATION_TESTS,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.project_dir = Path(project_dir)
+        self.profiles_dir = self.workdir / "profiles"
+        self.packages_dir = self.workdir / "dbt_packages"
+        self.target_path = self.workdir / "target"
+        self.log_path = self.workdir / "logs"
+        self.profiles_dir.mkdir(exist_ok=True)
+        self._providers: dict[str, Callable[[], Any] | None] = {
+            "postgres": postgres_uri,
+            "spark": spark,
+        }
+        self._outputs: dict[str, dict[str, Any]] = {}
+        self._manifests: dict[str, Any] = {}
+        self._deps_done = False
+        self._token = uuid.uuid4().hex[:8]
+
+    # -- public API -------------------------------------------------------------------
+
+    def render(self, jinja_sql: str, target: str) -> str:
+        """Compile one snippet for ``target`` and return the SQL (stripped)."""
+        return self.render_many([jinja_sql], target)[0]
+
+    def render_many(self, jinja_sqls: Sequence[str], target: str) -> list[str]:
+        """Compile many snippets with one dbt invocation; results are in input order."""
+        if not jinja_sqls:
+            return []
+        markers = [_MARKER.format(token=self._token, index=i) for i in range(len(jinja_sqls))]
+        inline = "\n".join(f"{m}\n{sql}" for m, sql in zip(markers, jinja_sqls, strict=True))
+        result = self.invoke(["compile", "--inline", inline, "--no-populate-cache"], target)
+        compiled: str = result.result.results[0].node.compiled_code
+        pieces: list[str] = []
+        rest = compiled
+        for i, marker in enumerate(markers):
+            head, sep, rest = rest.partition(marker)
+            if not sep:
+                raise DbtError(f"marker {i} is missing from the compiled SQL:\n{compiled}")
+            if i:
+                pieces.append(head.strip())
+        pieces.append(rest.strip())
+        return pieces
+
+    def run_operation(
+        self, macro: str, args: Mapping[str, Any] | None = None, *, target: str
+    ) -> list[str]:
+        """Run ``dbt run-operation macro --args ...``; return what the macro logged."""
+        argv = ["run-operation", macro]
+        if args:
+            argv += ["--args", yaml.safe_dump(dict(args), default_flow_style=True)]
+        logged: list[str] = []
+        self.invoke(argv, target, on_log=logged.append)
+        return logged
+
+    def invoke(
+        self,
+        args: Sequence[str],
+        target: str,
+        *,
+        on_log: Callable[[str], None] | None = None,
+    ) -> Any:
+        """Run a dbt command in-process for ``target``; raise :class:`DbtError` on failure."""
+        from dbt.cli.main import dbtRunner
+
+        self._prepare(target)
+        problems: list[str] = []
+
+        def callback(msg: Any) -> None:
+            name = msg.info.name
+            if name in ("JinjaLogInfo", "JinjaLogDebug", "JinjaLogWarning"):
+                if on_log is not None:
+                    on_log(msg.data.msg)
+            elif msg.info.level in ("warn", "error"):
+                problems.append(msg.info.msg)
+
+        runner = dbtRunner(manifest=self._manifests.get(target), callbacks=[callback])
+        with self._environment():
+            result = runner.invoke([*args, *self._common_args(target)])
+        if not result.success:
+            raise DbtError(_failure_text(result, problems))
+        return result
+
+    # -- internals --------------------------------------------------------------------
+
+    def _common_args(self, target: str) -> list[str]:
+        return [
+            "--project-dir", str(self.project_dir),
+            "--profiles-dir", str(self.profiles_dir),
+            "--target", target,
+            "--log-path", str(self.log_path),
+            "--log-level", "none",
+            "--log-level-file", "none",
+            "--no-write-json",
+            "--no-version-check",
+        ]  # fmt: skip
+
+    @contextlib.contextmanager
+    def _environment(self) -> Iterator[None]:
+        # Every harness (and so every concurrent test run) gets its own package install
+        # directory (integration_tests/dbt_project.yml reads CHANGEFEED_DBT_PACKAGES_DIR)
+        # and target directory. DBT_TARGET_PATH rather than --target-path because
+        # `dbt deps` does not accept that option.
+        values = {
+            "CHANGEFEED_DBT_PACKAGES_DIR": str(self.packages_dir),
+            "DBT_TARGET_PATH": str(self.target_path),
+        }
+        previous = {key: os.environ.get(key) for key in values}
+        os.environ.update(values)
+        try:
+            yield
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def _prepare(self, target: str) -> None:
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r}; the harness has {', '.join(TARGETS)}")
+        if target not in self._outputs:
+            self._outputs[target] = self._output(target)
+            self._write_profiles()
+        if not self._deps_done:
+            self._deps_done = True
+            self._run_plain(["deps"], target)
+        if target not in self._manifests:
+            self._manifests[target] = self._run_plain(["parse"], target).result
+
+    def _run_plain(self, args: list[str], target: str) -> Any:
+        from dbt.cli.main import dbtRunner
+
+        with self._environment():
+            result = dbtRunner().invoke([*args, *self._common_args(target)])
+        if not result.success:
+            raise DbtError(_failure_text(result, []))
+        return result
+
+    def _output(self, target: str) -> dict[str, Any]:
+        provider = self._providers[target]
+        if provider is None:
+            raise DbtError(f"this harness has no {target} server (pass {target}=... to it)")
+        if target == "postgres":
+            return postgres_output(str(provider()))
+        provider()  # start the session first: dbt-spark's getOrCreate() must find it
+        return {"type": "spark", "method": "session", "host": "localhost", "schema": SCHEMA,
+                "threads": 1}  # fmt: skip
+
+    def _write_profiles(self) -> None:
+        profile = {PROFILE_NAME: {"target": next(iter(self._outputs)), "outputs": self._outputs}}
+        (self.profiles_dir / "profiles.yml").write_text(yaml.safe_dump(profile))
+
+
+def postgres_output(uri: str) -> dict[str, Any]:
+    """A dbt-postgres profile output for a libpq URI such as pgserver's.
+
+    pgserver listens on a Unix socket only; its URI names the socket directory in the
+    ``host`` query parameter, which dbt-postgres (psycopg2) accepts as ``host``.
+
+    >>> postgres_output("postgresql://postgres:@/postgres?host=/tmp/pg")["host"]
+    '/tmp/pg'
+    """
+    parts = urllib.parse.urlsplit(uri)
+    query = urllib.parse.parse_qs(parts.query)
+    host = query.get("host", [parts.hostname or "localhost"])[0]
+    return {
+        "type": "postgres",
+        "host": host,
+        "port": parts.port or 5432,
+        "user": urllib.parse.unquote(parts.username or "postgres"),
+        "password": urllib.parse.unquote(parts.password or ""),
+        "dbname": parts.path.lstrip("/") or "postgres",
+        "schema": SCHEMA,
+        "threads": 1,
+    }
+
+
+def _failure_text(result: Any, problems: list[str]) -> str:
+    if result.exception is not None:
+        text = str(result.exception)
+    else:
+        errors = [
+            str(getattr(r, "message", r))
+            for r in getattr(result.result, "results", []) or []
+            if getattr(r, "status", None) in ("error", "fail")
+        ]
+        text = "\n".join(errors) or "dbt failed without an exception"
+    if problems:
+        text += "\n" + "\n".join(problems)
+    return text
