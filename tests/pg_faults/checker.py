@@ -135,9 +135,7 @@ class HistoryViolation(AssertionError):
         rules = Counter(rule for rule, _ in violations)
         shown = "\n".join(f"  [{rule}] {msg}" for rule, msg in violations[:25])
         more = f"\n  ... and {len(violations) - 25} more" if len(violations) > 25 else ""
-        super().__init__(
-            f"{len(violations)} invariant violation(s) {dict(rules)}:\n{shown}{more}"
-        )
+        super().__init__(f"{len(violations)} invariant violation(s) {dict(rules)}:\n{shown}{more}")
 
     @property
     def rules(self) -> set[str]:
@@ -354,7 +352,7 @@ def check(
             first = next(
                 (
                     i
-                    for i, (a, b) in enumerate(zip(expected, got))
+                    for i, (a, b) in enumerate(zip(expected, got, strict=False))
                     if (bytes(a[0]), a[1]) != b
                 ),
                 min(len(expected), len(got)),

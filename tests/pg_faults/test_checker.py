@@ -122,7 +122,7 @@ def test_real_time_reorder_is_caught() -> None:
     # c's three events first, then a, then b: sorted ULIDs, but c committed last.
     reordered = [keys[3], keys[4], keys[5], keys[0], keys[1], keys[2]]
     blocks = [ulid(1000, 1, 0), ulid(1000, 1, 1), ulid(1000, 1, 2)]
-    final[0] = list(zip(blocks + ulids[:3], reordered))
+    final[0] = list(zip(blocks + ulids[:3], reordered, strict=True))
     h.pages.clear()
     assert rules_of(h, final) == {"real-time"}
     check(h, final, real_time_order=False)  # the rest of the history is fine
