@@ -1,0 +1,141 @@
+"""The adapter-neutral feed macros: option validation, relation parsing, long names.
+
+Rendered by real dbt (tests/dbtkit.py) under the postgres target; none of these macros
+touches the database, so they behave the same on every adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from tests.dbtkit import DbtError
+
+pytestmark = pytest.mark.postgres
+
+
+def _options(dbt: Any, raw: str) -> str:
+    return str(dbt.render("{{ changefeed._feed_options(" + raw + ") }}", "postgres"))
+
+
+def test_options_fill_defaults_and_normalise_a_single_key(dbt: Any) -> None:
+    rendered = _options(dbt, "{'mode': 'outbox', 'key': 'order_id'}")
+    assert rendered == (
+        "{'mode': 'outbox', 'key': ['order_id'], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20}"
+    )
+
+
+def test_options_keep_explicit_values(dbt: Any) -> None:
+    rendered = _options(
+        dbt,
+        "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10}",
+    )
+    assert rendered == (
+        "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{'mode': 'fast'}", "mode must be one of blocking, outbox; got: fast"),
+        ("{}", "mode must be one of blocking, outbox; got: None"),
+        (
+            "{'mode': 'outbox', 'shards': 4}",
+            "unknown option 'shards'; accepted options: mode, key, stall_timeout_ms, lock_probe_ms",
+        ),
+        ("{'mode': 'outbox', 'key': []}", "key must be a column name or a non-empty list"),
+        ("{'mode': 'outbox', 'key': ['a', 'a']}", "key lists a column twice: a, a"),
+        ("{'mode': 'outbox', 'key': [1]}", "every key column must be a non-empty string; got: 1"),
+        ("{'mode': 'outbox', 'stall_timeout_ms': 0}", "stall_timeout_ms must be a positive whole"),
+        ("{'mode': 'outbox', 'stall_timeout_ms': true}", "stall_timeout_ms must be a positive"),
+        ("{'mode': 'outbox', 'lock_probe_ms': 1.5}", "lock_probe_ms must be a positive whole"),
+        (
+            "{'mode': 'outbox', 'stall_timeout_ms': 100, 'lock_probe_ms': 100}",
+            r"lock_probe_ms \(100\) must be smaller than stall_timeout_ms \(100\)",
+        ),
+        ("'outbox'", "the feed options must be a mapping"),
+    ],
+)
+def test_options_reject_bad_values_naming_them(dbt: Any, raw: str, message: str) -> None:
+    with pytest.raises(DbtError, match=message):
+        _options(dbt, raw)
+
+
+def test_relation_accepts_strings_mappings_and_dotted_names(dbt: Any) -> None:
+    rendered = dbt.render_many(
+        [
+            "{{ changefeed._feed_relation('shop.orders') }}",
+            "{{ changefeed._feed_relation('otherdb.shop.orders') }}",
+            "{{ changefeed._feed_relation({'schema': 'my.schema', 'table': 'or.ders'}) }}",
+        ],
+        "postgres",
+    )
+    assert rendered[0].endswith('"shop"."orders"')
+    assert rendered[1] == '"otherdb"."shop"."orders"'
+    assert rendered[2].endswith('"my.schema"."or.ders"')
+
+
+@pytest.mark.parametrize("relation", ["'orders'", "'a.b.c.d'", "'a..b'", "{'schema': 'x'}", "42"])
+def test_relation_rejects_what_it_cannot_resolve(dbt: Any, relation: str) -> None:
+    with pytest.raises(DbtError, match="changefeed: relation"):
+        dbt.render("{{ changefeed._feed_relation(" + relation + ") }}", "postgres")
+
+
+def _name(dbt: Any, feed_id: str, kind: str, limit: int, unit: str) -> str:
+    snippet = (
+        "{{ changefeed._feed_object_name({'feed_id': "
+        + repr(feed_id)
+        + "}, "
+        + repr(kind)
+        + f", {limit}, '{unit}') }}}}"
+    )
+    return str(dbt.render(snippet, "postgres"))
+
+
+def test_short_names_keep_the_mssql_changefeed_style(dbt: Any) -> None:
+    assert _name(dbt, "shop.orders", "feed", 63, "bytes") == "feed:shop.orders"
+
+
+@pytest.mark.parametrize(("unit", "limit"), [("bytes", 63), ("chars", 128)])
+def test_long_names_are_shortened_within_the_limit_deterministically(
+    dbt: Any, unit: str, limit: int
+) -> None:
+    # Multi-byte characters: the byte rule must never split one.
+    feed_id = "schéma." + "ø" * 150
+    digest = hashlib.md5(feed_id.encode("utf-8")).hexdigest()[:8]
+    first = _name(dbt, feed_id, "update_state", limit, unit)
+    again = _name(dbt, feed_id, "update_state", limit, unit)
+    assert first == again
+    measured = len(first.encode("utf-8")) if unit == "bytes" else len(first)
+    assert measured <= limit
+    # Longest fitting prefix: one more character would not fit.
+    assert measured > limit - (2 if unit == "bytes" else 1)
+    assert first.startswith("update_state:schéma.ø")
+    assert first.endswith("~" + digest)
+    first.encode("utf-8").decode("utf-8")  # valid UTF-8: nothing was split
+
+
+def test_long_names_sharing_a_prefix_do_not_collide(dbt: Any) -> None:
+    base = "s." + "x" * 80
+    one = _name(dbt, base + "a", "state", 63, "bytes")
+    two = _name(dbt, base + "b", "state", 63, "bytes")
+    assert one != two
+    assert one[:-9] == two[:-9]  # same prefix, different md5 suffix
+
+
+def test_name_rules_reject_bad_units_and_impossible_limits(dbt: Any) -> None:
+    with pytest.raises(DbtError, match="name length unit must be 'bytes' or 'chars'"):
+        _name(dbt, "s.t", "state", 63, "words")
+    with pytest.raises(DbtError, match="object kind 'barrier_acquire' is too long"):
+        _name(dbt, "s." + "t" * 40, "barrier_acquire", 20, "chars")
+
+
+def test_setup_feed_validates_before_touching_the_database(dbt: Any) -> None:
+    with pytest.raises(DbtError, match="mode must be one of blocking, outbox; got: sideways"):
+        dbt.run_operation(
+            "changefeed.setup_feed",
+            {"relation": "public.no_such_table", "mode": "sideways"},
+            target="postgres",
+        )
