@@ -43,7 +43,7 @@ def encode(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
     raw = _matrix.rows(raw, ULID_BYTES, "encode", "raw")
     n = raw.shape[0]
     out = np.empty((n, _PAIRS), dtype=np.uint16)
-    chunk = min(n, _matrix.CHUNK_ROWS)
+    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
     halves_buf = np.empty((2, chunk), dtype=np.int64)
     index_buf = np.empty((_PAIRS, chunk), dtype=np.int64)
     chars_buf = np.empty((_PAIRS, chunk), dtype=np.uint16)
@@ -81,7 +81,7 @@ def decode_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray[np
     n = text.shape[0]
     out = np.empty((n, 2), dtype=">i8")
     valid = np.empty(n, dtype=np.bool_)
-    chunk = min(n, _matrix.CHUNK_ROWS)
+    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
     values_buf = np.empty((_PAIRS, chunk), dtype=np.int64)
     halves_buf = np.empty((2, chunk), dtype=np.int64)
     flags_buf = np.empty(chunk, dtype=np.int64)
