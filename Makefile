@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: java venv
-	$(BIN)/python -m changefeed.demo
+	$(BIN)/python examples/ulid_udfs/demo.py
 
 test: java venv
 	$(BIN)/ruff check python tests benchmarks
