@@ -13,10 +13,11 @@ from changefeed.ulid._errors import InvalidULID, uuid_reason
 from changefeed.ulid._tables import HEX_PAIRS, INVALID_HEX, UNHEX_PAIRS
 
 _DASH: Final = ord("-")
-# (text columns, hex-digit columns) of each dash-separated group.
+# (first text column, end text column, first hex digit) of each dash-separated group.
 _GROUPS: Final = ((0, 8, 0), (9, 13, 8), (14, 18, 12), (19, 23, 16), (24, 36, 20))
-_HEX_COLUMNS: Final = np.concatenate([np.arange(lo, hi) for lo, hi, _ in _GROUPS])
 _DASH_COLUMNS: Final = np.array(DASH_POSITIONS)
+_ALL_DASHES: Final = int.from_bytes(bytes([1] * len(DASH_POSITIONS)), "little")
+"""Four True bools read as one uint32 (the same in either byte order)."""
 
 
 def to_uuid(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
@@ -28,10 +29,18 @@ def to_uuid(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
     b'01563e3a-b5d3-d676-4c61-efb99302bd5b'
     """
     raw = _matrix.rows(raw, ULID_BYTES, "to_uuid", "raw")
-    digits = np.take(HEX_PAIRS, raw).view(np.uint8)
-    out = np.empty((raw.shape[0], UUID_CHARS), dtype=np.uint8)
-    for lo, hi, first_digit in _GROUPS:
-        out[:, lo:hi] = digits[:, first_digit : first_digit + hi - lo]
+    n = raw.shape[0]
+    out = np.empty((n, UUID_CHARS), dtype=np.uint8)
+    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
+    digits_buf = np.empty((chunk, ULID_BYTES), dtype=np.uint16)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        digits = digits_buf[: stop - start]
+        np.take(HEX_PAIRS, raw[start:stop], out=digits)
+        hex_digits = digits.view(np.uint8)
+        text = out[start:stop]
+        for lo, hi, first_digit in _GROUPS:
+            text[:, lo:hi] = hex_digits[:, first_digit : first_digit + hi - lo]
     out[:, _DASH_COLUMNS] = _DASH
     return out
 
@@ -50,14 +59,26 @@ def from_uuid_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray
     """
     text = _matrix.rows(text, UUID_CHARS, "from_uuid_valid", "text")
     n = text.shape[0]
-    digit_pairs = np.ascontiguousarray(text[:, _HEX_COLUMNS]).view(np.uint16)
-    values = np.take(UNHEX_PAIRS, digit_pairs)
-    # Per row: 16 "bad byte" flags read as two uint64 words, 4 dash flags as one uint32.
-    bad_bytes = (values >= INVALID_HEX).view(np.uint8).view(np.uint64)
-    dashes = np.ascontiguousarray(text[:, _DASH_COLUMNS] == _DASH).view(np.uint32)[:, 0]
-    valid = (bad_bytes[:, 0] | bad_bytes[:, 1]) == 0
-    valid &= dashes == 0x01010101
-    raw = values.astype(np.uint8).reshape(n, ULID_BYTES)
+    raw = np.empty((n, ULID_BYTES), dtype=np.uint8)
+    valid = np.empty(n, dtype=np.bool_)
+    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
+    digits_buf = np.empty((chunk, 2 * ULID_BYTES), dtype=np.uint8)
+    values_buf = np.empty((chunk, ULID_BYTES), dtype=np.int16)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        rows = text[start:stop]
+        digits = digits_buf[: stop - start]
+        for lo, hi, first_digit in _GROUPS:
+            digits[:, first_digit : first_digit + hi - lo] = rows[:, lo:hi]
+        values = values_buf[: stop - start]
+        np.take(UNHEX_PAIRS, digits.view(np.uint16), out=values)
+        # Per row: 16 "bad byte" flags read as two uint64 words, 4 dash flags as one uint32.
+        bad_bytes = (values >= INVALID_HEX).view(np.uint64)
+        dashes = np.ascontiguousarray(rows[:, _DASH_COLUMNS] == _DASH).view(np.uint32)[:, 0]
+        ok = valid[start:stop]
+        np.equal(bad_bytes[:, 0] | bad_bytes[:, 1], 0, out=ok)
+        ok &= dashes == _ALL_DASHES
+        raw[start:stop] = values
     if not valid.all():
         raw[~valid] = 0
     return raw, valid
