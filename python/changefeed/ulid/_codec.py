@@ -61,7 +61,7 @@ def encode(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
         straddle |= (low >> 60) & 0xF
         np.bitwise_and(index, _ENCODE_MASKS, out=index)
         chars = chars_buf[:, :size]
-        np.take(ENCODE_PAIRS, index, out=chars)
+        np.take(ENCODE_PAIRS, index, out=chars, mode="clip")
         out[start:stop] = chars.T
     return out.view(np.uint8)
 
@@ -91,7 +91,7 @@ def decode_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray[np
         stop = min(n, start + chunk)
         size = stop - start
         values = values_buf[:, :size]
-        np.take(DECODE_PAIRS, char_pairs[start:stop].T, out=values)
+        np.take(DECODE_PAIRS, char_pairs[start:stop].T, out=values, mode="clip")
         # A bad pair anywhere sets INVALID_PAIR in the OR; pair 0 must also stay below 256
         # (first char <= '7'), which shifting it left by 2 turns into the same test.
         flags = flags_buf[:size]

@@ -36,7 +36,7 @@ def to_uuid(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
         digits = digits_buf[: stop - start]
-        np.take(HEX_PAIRS, raw[start:stop], out=digits)
+        np.take(HEX_PAIRS, raw[start:stop], out=digits, mode="clip")
         hex_digits = digits.view(np.uint8)
         text = out[start:stop]
         for lo, hi, first_digit in _GROUPS:
@@ -71,7 +71,7 @@ def from_uuid_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray
         for lo, hi, first_digit in _GROUPS:
             digits[:, first_digit : first_digit + hi - lo] = rows[:, lo:hi]
         values = values_buf[: stop - start]
-        np.take(UNHEX_PAIRS, digits.view(np.uint16), out=values)
+        np.take(UNHEX_PAIRS, digits.view(np.uint16), out=values, mode="clip")
         # Per row: 16 "bad byte" flags read as two uint64 words, 4 dash flags as one uint32.
         bad_bytes = (values >= INVALID_HEX).view(np.uint64)
         dashes = np.ascontiguousarray(rows[:, _DASH_COLUMNS] == _DASH).view(np.uint32)[:, 0]
