@@ -44,6 +44,7 @@ def test_equal_length_values_are_a_zero_copy_view(kind: pa.DataType) -> None:
     matrix, _ = rows(arr, 26)
     data = np.frombuffer(arr.buffers()[-1], dtype=np.uint8)
     assert np.shares_memory(matrix, data)
+    assert not matrix.flags.writeable
 
 
 @pytest.mark.parametrize("kind", VARIABLE_TYPES, ids=str)

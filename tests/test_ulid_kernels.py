@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import pickle
 import time
 import uuid
 from pathlib import Path
@@ -221,6 +222,14 @@ def test_first_character_above_7_overflows(first: str) -> None:
 def test_first_character_up_to_7_does_not_overflow() -> None:
     for first in "01234567":
         assert cu.decode_one(first + "Z" * 25)[0] >> 5 == int(first)
+
+
+def test_invalid_ulid_survives_pickling() -> None:
+    error = cu.InvalidULID(4, b"x", "wrong length 1, expected 26 characters", kind="UUID")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is cu.InvalidULID
+    assert (copy.index, copy.value, copy.reason, copy.kind) == (4, b"x", error.reason, "UUID")
+    assert str(copy) == str(error)
 
 
 def test_decode_reports_the_first_invalid_row() -> None:

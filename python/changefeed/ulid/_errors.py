@@ -39,7 +39,17 @@ class InvalidULID(ValueError):
         self.index = index
         self.value = value
         self.reason = reason
+        self.kind = kind
         super().__init__(f"row {index}: {value!r} is not a valid {kind}: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exceptions pickle as type(self)(*self.args) by default, which this __init__
+        # does not accept; multiprocessing and distributed workers pickle errors.
+        return (_rebuild, (self.index, self.value, self.reason, self.kind))
+
+
+def _rebuild(index: int, value: object, reason: str, kind: str) -> InvalidULID:
+    return InvalidULID(index, value, reason, kind=kind)
 
 
 def _show(char: str, raw: bool) -> str:

@@ -78,7 +78,10 @@ def _validity(arr: pa.Array) -> NDArray[np.bool_]:
 def _data(buffer: pa.Buffer | None) -> NDArray[np.uint8]:
     if buffer is None:
         return np.zeros(0, dtype=np.uint8)
-    return np.frombuffer(buffer, dtype=np.uint8)
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    # Arrow buffers are immutable by contract, but numpy would let a caller write to them.
+    data.flags.writeable = False
+    return data
 
 
 def _chunk_rows(arr: pa.Array, width: int) -> tuple[NDArray[np.uint8], NDArray[np.bool_]]:
