@@ -7,6 +7,7 @@ import importlib
 import pickle
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,12 @@ from numpy.typing import NDArray
 from ulid import ULID
 
 from changefeed import ulid as cu
-from changefeed.ulid import _generate, _matrix
+from changefeed.ulid import _generate, _scratch
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "python-ulid.md"
 MODULES = ["", "._codec", "._errors", "._layout", "._uuid", "._generate", "._scalar", ".arrow"]
 ORACLE_ROWS = 100_000
-CHUNK = _matrix.CHUNK_ROWS
+CHUNK = _scratch.CHUNK_ROWS
 # Rows that exercise every byte-level edge of the layout.
 EDGES = [
     bytes(16),
@@ -128,6 +129,21 @@ def test_kernels_accept_non_contiguous_and_unaligned_rows() -> None:
     odd_text = np.frombuffer(b"x" + expected.tobytes(), dtype=np.uint8)[1:].reshape(50, 26)
     np.testing.assert_array_equal(cu.decode(odd_text), raw)
     np.testing.assert_array_equal(cu.decode(np.asfortranarray(expected)), raw)
+
+
+def test_concurrent_calls_do_not_share_work_buffers() -> None:
+    # The kernels reuse per-thread scratch buffers; numpy releases the GIL inside them.
+    batches = [random_rows(3 * CHUNK + 17 * seed, seed=seed) for seed in range(8)]
+
+    def round_trip(raw: NDArray[np.uint8]) -> bool:
+        return all(
+            np.array_equal(cu.decode(cu.encode(raw)), raw)
+            and np.array_equal(cu.from_uuid(cu.to_uuid(raw)), raw)
+            for _ in range(3)
+        )
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(pool.map(round_trip, batches))
 
 
 @kernel_settings

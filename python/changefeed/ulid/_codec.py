@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from changefeed.ulid import _matrix
 from changefeed.ulid._constants import ULID_BYTES, ULID_CHARS
 from changefeed.ulid._errors import InvalidULID, text_reason
+from changefeed.ulid._scratch import chunks, scratch
 from changefeed.ulid._tables import DECODE_PAIRS, ENCODE_PAIRS, INVALID_PAIR
 
 _PAIRS: Final = ULID_CHARS // 2
@@ -43,24 +44,19 @@ def encode(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
     raw = _matrix.rows(raw, ULID_BYTES, "encode", "raw")
     n = raw.shape[0]
     out = np.empty((n, _PAIRS), dtype=np.uint16)
-    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
-    halves_buf = np.empty((2, chunk), dtype=np.int64)
-    index_buf = np.empty((_PAIRS, chunk), dtype=np.int64)
-    chars_buf = np.empty((_PAIRS, chunk), dtype=np.uint16)
     big_endian = raw.view(">i8")
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
+    for start, stop in chunks(n):
         size = stop - start
-        high, low = halves = halves_buf[:, :size]
+        high, low = halves = scratch("encode.halves", (2, size), np.int64)
         halves[...] = big_endian[start:stop].T
-        index = index_buf[:, :size]
+        index = scratch("encode.index", (_PAIRS, size), np.int64)
         np.right_shift(high, _HIGH_SHIFTS, out=index[:_STRADDLE])
         np.right_shift(low, _LOW_SHIFTS, out=index[_STRADDLE + 1 :])
         straddle = index[_STRADDLE]
         np.left_shift(high, 4, out=straddle)
         straddle |= (low >> 60) & 0xF
         np.bitwise_and(index, _ENCODE_MASKS, out=index)
-        chars = chars_buf[:, :size]
+        chars = scratch("encode.chars", (_PAIRS, size), np.uint16)
         np.take(ENCODE_PAIRS, index, out=chars, mode="clip")
         out[start:stop] = chars.T
     return out.view(np.uint8)
@@ -81,29 +77,25 @@ def decode_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray[np
     n = text.shape[0]
     out = np.empty((n, 2), dtype=">i8")
     valid = np.empty(n, dtype=np.bool_)
-    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
-    values_buf = np.empty((_PAIRS, chunk), dtype=np.int64)
-    halves_buf = np.empty((2, chunk), dtype=np.int64)
-    flags_buf = np.empty(chunk, dtype=np.int64)
-    low_bits_buf = np.empty(chunk, dtype=np.int64)
     char_pairs = text.view(np.uint16)
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
+    for start, stop in chunks(n):
         size = stop - start
-        values = values_buf[:, :size]
-        np.take(DECODE_PAIRS, char_pairs[start:stop].T, out=values, mode="clip")
+        index = scratch("decode.index", (_PAIRS, size), np.int64)
+        index[...] = char_pairs[start:stop].T
+        values = scratch("decode.values", (_PAIRS, size), np.int64)
+        np.take(DECODE_PAIRS, index, out=values, mode="clip")
         # A bad pair anywhere sets INVALID_PAIR in the OR; pair 0 must also stay below 256
         # (first char <= '7'), which shifting it left by 2 turns into the same test.
-        flags = flags_buf[:size]
+        flags = scratch("decode.flags", (size,), np.int64)
         np.bitwise_or.reduce(values, axis=0, out=flags)
-        low_bits = low_bits_buf[:size]
+        low_bits = scratch("decode.low_bits", (size,), np.int64)
         np.left_shift(values[0], 2, out=low_bits)
         flags |= low_bits
         np.less(flags, INVALID_PAIR, out=valid[start:stop])
         np.left_shift(values[_STRADDLE], 60, out=low_bits)
         values[_STRADDLE] >>= 4
         np.left_shift(values, _DECODE_SHIFTS, out=values)
-        high, low = halves = halves_buf[:, :size]
+        high, low = halves = scratch("decode.halves", (2, size), np.int64)
         np.bitwise_or.reduce(values[: _STRADDLE + 1], axis=0, out=high)
         np.bitwise_or.reduce(values[_STRADDLE + 1 :], axis=0, out=low)
         low |= low_bits

@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 from changefeed.ulid import _matrix
 from changefeed.ulid._constants import DASH_POSITIONS, ULID_BYTES, UUID_CHARS
 from changefeed.ulid._errors import InvalidULID, uuid_reason
+from changefeed.ulid._scratch import chunks, scratch
 from changefeed.ulid._tables import HEX_PAIRS, INVALID_HEX, UNHEX_PAIRS
 
 _DASH: Final = ord("-")
@@ -31,12 +32,11 @@ def to_uuid(raw: NDArray[np.uint8]) -> NDArray[np.uint8]:
     raw = _matrix.rows(raw, ULID_BYTES, "to_uuid", "raw")
     n = raw.shape[0]
     out = np.empty((n, UUID_CHARS), dtype=np.uint8)
-    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
-    digits_buf = np.empty((chunk, ULID_BYTES), dtype=np.uint16)
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        digits = digits_buf[: stop - start]
-        np.take(HEX_PAIRS, raw[start:stop], out=digits, mode="clip")
+    for start, stop in chunks(n):
+        index = scratch("to_uuid.index", (stop - start, ULID_BYTES), np.int64)
+        index[...] = raw[start:stop]
+        digits = scratch("to_uuid.digits", (stop - start, ULID_BYTES), np.uint16)
+        np.take(HEX_PAIRS, index, out=digits, mode="clip")
         hex_digits = digits.view(np.uint8)
         text = out[start:stop]
         for lo, hi, first_digit in _GROUPS:
@@ -61,17 +61,15 @@ def from_uuid_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray
     n = text.shape[0]
     raw = np.empty((n, ULID_BYTES), dtype=np.uint8)
     valid = np.empty(n, dtype=np.bool_)
-    chunk = max(1, min(n, _matrix.CHUNK_ROWS))
-    digits_buf = np.empty((chunk, 2 * ULID_BYTES), dtype=np.uint8)
-    values_buf = np.empty((chunk, ULID_BYTES), dtype=np.int16)
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
+    for start, stop in chunks(n):
         rows = text[start:stop]
-        digits = digits_buf[: stop - start]
+        digits = scratch("from_uuid.digits", (stop - start, 2 * ULID_BYTES), np.uint8)
         for lo, hi, first_digit in _GROUPS:
             digits[:, first_digit : first_digit + hi - lo] = rows[:, lo:hi]
-        values = values_buf[: stop - start]
-        np.take(UNHEX_PAIRS, digits.view(np.uint16), out=values, mode="clip")
+        index = scratch("from_uuid.index", (stop - start, ULID_BYTES), np.int64)
+        index[...] = digits.view(np.uint16)
+        values = scratch("from_uuid.values", (stop - start, ULID_BYTES), np.int16)
+        np.take(UNHEX_PAIRS, index, out=values, mode="clip")
         # Per row: 16 "bad byte" flags read as two uint64 words, 4 dash flags as one uint32.
         bad_bytes = (values >= INVALID_HEX).view(np.uint64)
         dashes = np.ascontiguousarray(rows[:, _DASH_COLUMNS] == _DASH).view(np.uint32)[:, 0]
