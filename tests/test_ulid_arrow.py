@@ -73,9 +73,9 @@ def test_fixed_size_binary_of_another_width_is_all_invalid() -> None:
 
 
 @pytest.mark.parametrize("kind", ALL_TYPES, ids=str)
-@pytest.mark.parametrize(("offset", "length"), [(1, 5), (3, 9), (9, 2), (12, 0)])
+@pytest.mark.parametrize(("offset", "length"), [(1, 5), (3, 9), (9, 8), (17, 3), (20, 0)])
 def test_sliced_arrays_respect_their_offset(kind: pa.DataType, offset: int, length: int) -> None:
-    values: list[str | None] = [TEXT[i % 3] if i % 4 else None for i in range(12)]
+    values: list[str | None] = [TEXT[i % 3] if i % 4 else None for i in range(20)]
     if pa.types.is_fixed_size_binary(kind):
         values = [v.upper() if v else v for v in values]
     else:
@@ -137,6 +137,10 @@ def test_null_and_dictionary_arrays() -> None:
 def test_unsupported_inputs_are_rejected() -> None:
     with pytest.raises(TypeError, match="got int64"):
         rows(pa.array([1, 2]), 26)
+    with pytest.raises(TypeError, match="got int64"):
+        rows(pa.chunked_array([], pa.int64()), 26)
+    with pytest.raises(TypeError, match="got double"):
+        rows(pa.array([], pa.float64()), 26)
     with pytest.raises(TypeError, match="Array or ChunkedArray, got list"):
         rows([TEXT[0]], 26)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="width as an int >= 0"):

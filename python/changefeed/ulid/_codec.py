@@ -88,17 +88,18 @@ def decode_valid(text: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], NDArray[np
         # (first char <= '7'), which shifting it left by 2 turns into the same test.
         flags = scratch("decode.flags", (size,), np.int64)
         np.bitwise_or.reduce(values, axis=0, out=flags)
-        low_bits = scratch("decode.low_bits", (size,), np.int64)
-        np.left_shift(values[0], 2, out=low_bits)
-        flags |= low_bits
+        first_pair = scratch("decode.first_pair", (size,), np.int64)
+        np.left_shift(values[0], 2, out=first_pair)
+        flags |= first_pair
         np.less(flags, INVALID_PAIR, out=valid[start:stop])
-        np.left_shift(values[_STRADDLE], 60, out=low_bits)
+        straddle_low = scratch("decode.straddle_low", (size,), np.int64)
+        np.left_shift(values[_STRADDLE], 60, out=straddle_low)
         values[_STRADDLE] >>= 4
         np.left_shift(values, _DECODE_SHIFTS, out=values)
         high, low = halves = scratch("decode.halves", (2, size), np.int64)
         np.bitwise_or.reduce(values[: _STRADDLE + 1], axis=0, out=high)
         np.bitwise_or.reduce(values[_STRADDLE + 1 :], axis=0, out=low)
-        low |= low_bits
+        low |= straddle_low
         out[start:stop] = halves.T
     raw = out.view(np.uint8).reshape(n, ULID_BYTES)
     if not valid.all():

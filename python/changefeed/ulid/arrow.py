@@ -46,11 +46,19 @@ def rows(
     """
     if not isinstance(width, int) or width < 0:
         raise ValueError(f"rows() expects width as an int >= 0, got {width!r}")
+    if not isinstance(arr, pa.Array | pa.ChunkedArray):
+        raise TypeError(f"rows() expects a pyarrow Array or ChunkedArray, got {type(arr).__name__}")
+    kind = arr.type.value_type if pa.types.is_dictionary(arr.type) else arr.type
+    if not (
+        pa.types.is_null(kind) or pa.types.is_fixed_size_binary(kind) or kind in _VARIABLE_WIDTH
+    ):
+        raise TypeError(
+            "rows() expects binary, large_binary, fixed_size_binary, string or large_string, "
+            f"got {kind}"
+        )
     if isinstance(arr, pa.ChunkedArray):
         return _concatenate([_chunk_rows(chunk, width) for chunk in arr.chunks], width)
-    if isinstance(arr, pa.Array):
-        return _chunk_rows(arr, width)
-    raise TypeError(f"rows() expects a pyarrow Array or ChunkedArray, got {type(arr).__name__}")
+    return _chunk_rows(arr, width)
 
 
 def _concatenate(
@@ -71,8 +79,11 @@ def _validity(arr: pa.Array) -> NDArray[np.bool_]:
     bitmap = arr.buffers()[0]
     if bitmap is None or arr.null_count == 0:
         return np.ones(n, dtype=np.bool_)
-    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
-    return bits[arr.offset : arr.offset + n].view(np.bool_)
+    # Unpack only the bytes that hold this (possibly sliced) array's bits.
+    first_byte, first_bit = divmod(arr.offset, 8)
+    packed = np.frombuffer(bitmap, dtype=np.uint8)[first_byte : (arr.offset + n + 7) // 8]
+    bits = np.unpackbits(packed, bitorder="little")
+    return bits[first_bit : first_bit + n].view(np.bool_)
 
 
 def _data(buffer: pa.Buffer | None) -> NDArray[np.uint8]:
@@ -98,12 +109,7 @@ def _chunk_rows(arr: pa.Array, width: int) -> tuple[NDArray[np.uint8], NDArray[n
         start = arr.offset * width
         data = _data(arr.buffers()[1])[start : start + n * width]
         return data.reshape(n, width), valid
-    offset_type = _VARIABLE_WIDTH.get(kind)
-    if offset_type is None:
-        raise TypeError(
-            "rows() expects binary, large_binary, fixed_size_binary, string or large_string, "
-            f"got {kind}"
-        )
+    offset_type = _VARIABLE_WIDTH[kind]
     offsets = np.frombuffer(arr.buffers()[1], dtype=offset_type)[arr.offset : arr.offset + n + 1]
     data = _data(arr.buffers()[2])
     right_length = np.diff(offsets) == width
