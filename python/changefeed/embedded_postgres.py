@@ -47,12 +47,13 @@ def start(data_dir: str | Path | None = None, *, persistent: bool = False) -> Em
     directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="cf-pg-"))
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        handle = pgserver.get_server(
+        handle = pgserver.get_server(  # type: ignore[attr-defined]
             str(directory), cleanup_mode=None if persistent else "delete"
         )
     except Exception as exc:
         raise EmbeddedPostgresUnavailable(
             f"the embedded PostgreSQL server in {directory} failed to start: {exc}"
         ) from exc
-    uri = handle.get_uri()
-    return EmbeddedPostgres(uri=uri, socket_dir=str(directory), data_dir=str(directory), handle=handle)
+    return EmbeddedPostgres(
+        uri=handle.get_uri(), socket_dir=str(directory), data_dir=str(directory), handle=handle
+    )
