@@ -29,8 +29,9 @@ test: java venv
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
+# Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
 bench: java venv
-	$(BIN)/python benchmarks/ulid_udfs.py
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log
