@@ -88,8 +88,8 @@ def sqlserver_calls(macro: str, *arg_lists: Sequence[str]) -> list[str]:
     Each positional argument is one call's list of SQL-expression arguments, passed to
     the macro as string literals.
 
-    >>> sqlserver_calls("ulid_to_string", ["x"], ["y"])
-    ["{{ changefeed.sqlserver__ulid_to_string('x') }}", "{{ changefeed.sqlserver__ulid_to_string('y') }}"]
+    >>> sqlserver_calls("ulid_timestamp", ["x"], ["y"])[1]
+    "{{ changefeed.sqlserver__ulid_timestamp('y') }}"
     """
     return [call("sqlserver__" + macro, *args) for args in arg_lists]
 

@@ -20,7 +20,7 @@ ABCDEFGHJKMNPQRSTVWXYZ
 {%- endmacro %}
 
 {#- A canonical ULID string, either case: the first character is 0-7 because 26 base32
-    characters hold 130 bits and a ULID has 128. Spark (Java) and PostgreSQL regexes. -#}
+    characters hold 130 bits and a ULID has 128. A PostgreSQL regex. -#}
 {% macro _ulid_regex() -%}
 ^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$
 {%- endmacro %}

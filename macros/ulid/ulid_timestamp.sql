@@ -27,20 +27,19 @@ case when length({{ column }}) = 16 then timestamp_millis(cast(conv(hex(substrin
 {#- Whole seconds plus milliseconds keeps every step exact: to_timestamp() takes a
     double, which holds any whole number of seconds here but not every fraction. -#}
 {% macro postgres__ulid_timestamp(column) -%}
-case when length({{ column }}) = 16 then (
-    select to_timestamp(_ulid_ms / 1000) + (_ulid_ms % 1000) * interval '1 millisecond'
-    from (select ('x' || encode(substring({{ column }} from 1 for 6), 'hex'))::bit(48)::bigint as _ulid_ms) as _ulid_t
-) end
+{%- set ms = "('x' || encode(substring(" ~ column ~ " from 1 for 6), 'hex'))::bit(48)::bigint" -%}
+case when length({{ column }}) = 16 then
+    to_timestamp({{ ms }} / 1000) + ({{ ms }} % 1000) * interval '1 millisecond'
+end
 {%- endmacro %}
 
 
-{#- DATEADD takes an int, so add whole days first and then the milliseconds left. -#}
+{#- DATEADD takes an int, so add whole days first and then the milliseconds left.
+    datetime2 ends with 9999-12-31 23:59:59.999 = 253402300799999 ms. -#}
 {% macro sqlserver__ulid_timestamp(column) -%}
-CASE WHEN DATALENGTH({{ column }}) = 16 THEN (
-    SELECT CASE WHEN _ulid_ms <= CAST(253402300799999 AS bigint) THEN
-        DATEADD(millisecond, CAST(_ulid_ms % 86400000 AS int),
-            DATEADD(day, CAST(_ulid_ms / 86400000 AS int), CAST('1970-01-01' AS datetime2(3))))
-    END
-    FROM (SELECT CAST(SUBSTRING({{ column }}, 1, 6) AS bigint) AS _ulid_ms) AS _ulid_t
-) END
+{%- set ms = "CAST(SUBSTRING(" ~ column ~ ", 1, 6) AS bigint)" -%}
+CASE WHEN DATALENGTH({{ column }}) = 16 AND {{ ms }} <= CAST(253402300799999 AS bigint) THEN
+    DATEADD(millisecond, CAST({{ ms }} % 86400000 AS int),
+        DATEADD(day, CAST({{ ms }} / 86400000 AS int), CAST('1970-01-01' AS datetime2(3))))
+END
 {%- endmacro %}
