@@ -1,0 +1,213 @@
+"""What the data source needs from a database, and the read loop shared by both adapters.
+
+A :class:`Backend` wraps one DB-API connection to PostgreSQL or SQL Server and speaks
+only through the feed's generated objects (registry ``changefeed.feeds``,
+``safe_point:<feed>``, ``read_feed:<feed>``, ``move_outbox:<feed>``) plus, for payloads,
+a read of the source table. Everything else (planning, offsets, Arrow) is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from changefeed.spark.datasource._errors import ChangefeedSourceError, redact
+from changefeed.spark.datasource._positions import ZERO, to_hex
+from changefeed.spark.datasource._types import Column, RowLayout
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class FeedInfo:
+    """One feed as its registry row describes it (picklable: it travels in partitions)."""
+
+    dialect: str
+    feed_id: str
+    mode: str
+    changefeed_schema: str
+    source_schema: str
+    source_table: str
+    keys: tuple[Column, ...]
+    names: Mapping[str, str] = field(default_factory=dict)
+    payload: tuple[Column, ...] | None = None
+
+    def layout(self) -> RowLayout:
+        return RowLayout(self.dialect, self.keys, self.payload)
+
+    def name(self, kind: str) -> str:
+        """The object name of ``kind`` from the registry (``kind:<feed>`` if absent)."""
+        return self.names.get(kind) or f"{kind}:{self.feed_id}"
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A parsed connection URI. ``uri`` keeps the original text (with any password)."""
+
+    dialect: str
+    uri: str
+
+    @property
+    def display(self) -> str:
+        return redact(self.uri)
+
+
+def parse_connection(
+    uri: str, *, user: str | None = None, password: str | None = None
+) -> Connection:
+    """``postgresql://...`` (any libpq URI, also a Unix-socket ``?host=/dir``) or
+    ``mssql://user:password@host:port/database`` (also ``sqlserver://``).
+
+    ``user``/``password`` (the options of the same names) replace those of the URI, so a
+    secret can stay out of the URI (Spark redacts an option named ``password``).
+    """
+    text = (uri or "").strip()
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme in ("postgresql", "postgres"):
+        dialect = "postgres"
+    elif scheme in ("mssql", "sqlserver"):
+        dialect = "sqlserver"
+    else:
+        raise ChangefeedSourceError(
+            f"connection {redact(text)!r} is not a supported URI: use "
+            "postgresql://user:password@host:port/database (libpq form, also "
+            "?host=/unix/socket/dir) or mssql://user:password@host:port/database"
+        )
+    if user is not None or password is not None:
+        parts = urllib.parse.urlsplit(text)
+        name = user if user is not None else urllib.parse.unquote(parts.username or "")
+        secret = password if password is not None else urllib.parse.unquote(parts.password or "")
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        auth = urllib.parse.quote(name, safe="")
+        if secret:
+            auth += ":" + urllib.parse.quote(secret, safe="")
+        text = urllib.parse.urlunsplit(
+            (parts.scheme, f"{auth}@{host}", parts.path, parts.query, parts.fragment)
+        )
+    return Connection(dialect, text)
+
+
+def quote_pg(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_mssql(name: str) -> str:
+    return "[" + name.replace("]", "]]") + "]"
+
+
+def parse_keys(raw: Any) -> tuple[Column, ...]:
+    """Key columns from a registry's ``keys``/``key_signature`` JSON.
+
+    Accepts a list of ``{"name", "data_type", ...}`` objects or of
+    ``[name, data_type, ...]`` lists (SQL Server's key signature).
+    """
+    value = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+    columns: list[Column] = []
+    for item in value or []:
+        if isinstance(item, Mapping):
+            columns.append(Column(str(item["name"]), str(item["data_type"])))
+        elif isinstance(item, (list, tuple)) and len(item) >= 2:
+            columns.append(Column(str(item[0]), str(item[1])))
+        else:
+            raise ChangefeedSourceError(
+                f"the feed registry holds an unreadable key column {item!r}"
+            )
+    return tuple(columns)
+
+
+class Backend(ABC):
+    """One open connection to a feed's database (see the module docstring)."""
+
+    dialect: str
+
+    def __init__(self, connection: Connection, changefeed_schema: str) -> None:
+        self.connection = connection
+        self.changefeed_schema = changefeed_schema
+
+    @abstractmethod
+    def describe(self, feed_id: str, payload: bool) -> FeedInfo:
+        """The registry row of ``feed_id`` (and the source table's columns if ``payload``)."""
+
+    @abstractmethod
+    def shards(self, info: FeedInfo) -> list[int]:
+        """Every shard of the feed's state table, in order."""
+
+    @abstractmethod
+    def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
+        """The current safe point of each shard (16 zero bytes for a shard with no state)."""
+
+    @abstractmethod
+    def move_outbox(self, info: FeedInfo, shards: Sequence[int]) -> None:
+        """Outbox mode: publish committed outbox rows so the safe point covers them."""
+
+    @abstractmethod
+    def read_page(self, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
+        """One page of ``read_feed`` after ``cursor``, rows shaped as :class:`RowLayout`."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_backend(connection: Connection, changefeed_schema: str = "changefeed") -> Backend:
+    """Connect; an unreachable database raises :class:`ChangefeedSourceError` naming it."""
+    if connection.dialect == "postgres":
+        from changefeed.spark.datasource._postgres import PostgresBackend
+
+        return PostgresBackend(connection, changefeed_schema)
+    from changefeed.spark.datasource._sqlserver import SqlServerBackend
+
+    return SqlServerBackend(connection, changefeed_schema)
+
+
+def read_range(
+    backend: Backend, info: FeedInfo, shard: int, start: bytes, end: bytes, page_size: int
+) -> Iterator[list[Row]]:
+    """Every event of ``shard`` with ``start < ulid <= end``, page by page, in ULID order.
+
+    ``end`` must be a safe point observed earlier (or below one): everything at or below
+    it is committed and immutable (S1, C3), so this returns the same rows whenever it
+    runs. Pages end at transaction boundaries (``read_feed``); ``end`` is a safe point,
+    itself the last ULID of a block, so cutting a page at ``end`` never splits one.
+    """
+    cursor = start
+    while cursor < end:
+        page = backend.read_page(info, shard, cursor, page_size)
+        if not page:
+            # read_feed stops at the safe point of its own snapshot. It can only be below
+            # `end` if the feed went backwards (re-created, restored): never return a
+            # silently short range.
+            now = backend.safe_points(info, [shard]).get(shard, ZERO)
+            if now < end:
+                raise ChangefeedSourceError(
+                    f"feed {info.feed_id} shard {shard}: the safe point is now {to_hex(now)}, "
+                    f"below {to_hex(end)} that this read was planned up to; was the feed "
+                    "torn down and set up again? Nothing was read past the current safe point"
+                )
+            return
+        first, last = bytes(page[0][1]), bytes(page[-1][1])
+        if first <= cursor:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id} shard {shard}: read_feed returned {to_hex(first)}, "
+                f"not after the cursor {to_hex(cursor)}"
+            )
+        if last > end:
+            kept = [row for row in page if bytes(row[1]) <= end]
+            if kept:
+                yield kept
+            return
+        yield page
+        cursor = last
