@@ -1,0 +1,30 @@
+{#- safe_point:<feed>(shard_id) -> (safe_point, head, pending): protocol section 6, from
+    the state row and the session table only (its cost does not grow with the feed).
+    head = the ULID below the state's next free start (16 zero bytes for a new shard);
+    safe_point = least(head, the ULID below the first ULID of every pending session of
+    the shard's current generation). One statement, so one snapshot. -#}
+{% macro _postgres_routine_safe_point(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+select least(h.head, p.first_pending) as safe_point, h.head, p.pending
+  from (select coalesce(
+                 (select {{ changefeed._postgres_sql_ulid_before('st.ulid_high', 'st.ulid_low') }}
+                    from {{ q['state'] }} as st where st.shard_id = $1),
+                 pg_catalog.decode('00000000000000000000000000000000', 'hex')) as head) as h,
+       (select (select se.before_ulid
+                  from {{ q['session'] }} as se
+                  join {{ q['state'] }} as st on st.shard_id = se.shard_id and st.generation = se.generation
+                 where se.shard_id = $1 and se.state = 0
+                 order by se.before_ulid limit 1) as first_pending,
+               (select pg_catalog.count(*)::integer
+                  from {{ q['session'] }} as se
+                  join {{ q['state'] }} as st on st.shard_id = se.shard_id and st.generation = se.generation
+                 where se.shard_id = $1 and se.state = 0) as pending) as p
+  {%- endset -%}
+  {{ return('create function ' ~ q['safe_point'] ~ '(p_shard_id integer)
+returns table (safe_point bytea, head bytea, pending integer)
+language sql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}

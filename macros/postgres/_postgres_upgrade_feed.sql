@@ -1,0 +1,43 @@
+{#-
+  Re-creates a feed's functions and procedures (and their grants) from this package's
+  code; tables, data, roles and table grants are kept. The mode and key must match the
+  registry. Updates the registry's protocol version, options and names.
+-#}
+{% macro _postgres_upgrade_feed(spec) %}
+  {%- set ctx = changefeed._postgres_feed_context(spec) -%}
+  {%- set signature = changefeed._postgres_key_signature(spec['keys']) -%}
+  {%- set options = changefeed._postgres_feed_options(spec) -%}
+  {%- set row = changefeed._postgres_registry_row(spec) -%}
+  {%- if row is none -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " is not set up, so there is nothing to upgrade;"
+        ~ " run `dbt run-operation changefeed.setup_feed --args '{relation: "
+        ~ changefeed._postgres_relation_arg(spec) ~ ", mode: " ~ spec['mode'] ~ "}'`") }}
+  {%- endif -%}
+  {%- do changefeed._postgres_check_registered(spec, row, signature, options, 'upgrade') -%}
+  {%- set registry = ctx['schema'] ~ '.feeds' -%}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set body -%}
+<<cf>>
+declare
+  r record;
+begin
+  perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('changefeed/setup', 0));
+  select f.mode, f.key_signature into r from {{ registry }} as f where f.feed_id = {{ ctx['lit_feed'] }};
+  if not found or r.mode <> {{ lit(spec['mode']) }} or r.key_signature <> {{ lit(signature) }} then
+    raise exception using errcode = 'CF008',
+      message = 'changefeed: the feed ' || {{ ctx['lit_feed'] }} || ' changed while it was being upgraded; run upgrade_feed again';
+  end if;
+{{ changefeed._postgres_execute_all(changefeed._postgres_drop_routine_statements(ctx)
+     + changefeed._postgres_routine_statements(ctx)
+     + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
+  update {{ registry }} as f
+     set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,
+         names = {{ lit(tojson(ctx['n'])) }}::jsonb, updated_at = pg_catalog.now()
+   where f.feed_id = {{ ctx['lit_feed'] }};
+end
+  {%- endset -%}
+  {%- do changefeed._postgres_run_ddl('do ' ~ changefeed._postgres_dollar_quote(body, 'cfupgrade')) -%}
+  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " upgraded to protocol version " ~ spec['protocol_version'], info=true) -%}
+  {{ return('upgraded') }}
+{% endmacro %}
