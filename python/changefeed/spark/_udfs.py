@@ -89,7 +89,14 @@ def make_udf(name: str, strict: bool = False, iterator: bool = False) -> Any:
     scalar Arrow UDFs of one ``select`` in a single pass over the data, while each
     iterator UDF gets its own pass.
     """
-    from pyspark.sql.pandas.functions import arrow_udf
+    try:
+        from pyspark.sql.pandas.functions import arrow_udf
+    except ImportError as exc:  # pragma: no cover - PySpark < 4.1
+        import pyspark
+
+        raise ImportError(
+            f"changefeed.spark needs PySpark 4.1 or newer (Arrow UDFs); found {pyspark.__version__}"
+        ) from exc
 
     function = FUNCTIONS.get(name)
     if function is None:

@@ -1,0 +1,283 @@
+"""Benchmark of the ULID Spark UDFs against the alternatives, in one run on the same data.
+
+For encode (binary(16) -> string), decode (string -> binary(16)) and timestamp it times,
+on one cached DataFrame of ``--rows`` random ULIDs in a local Spark session:
+
+* ``row UDF``: python-ulid one value at a time in a plain Python UDF, with Arrow-batched
+  rows (``useArrow=True``, the default since Spark 4.1:
+  ``spark.sql.execution.pythonUDF.arrow.enabled``) and with pickled rows (the default
+  before);
+* ``Arrow UDF``: ``changefeed.spark`` (``pa.Array -> pa.Array``), what ``register`` uses;
+* ``Arrow iterator UDF`` and ``pandas UDF``: the same kernel in the other UDF flavours,
+  to show why the package uses plain Arrow UDFs;
+* ``SQL macro``: the pure Spark SQL expression of the dbt macro (rendered by dbt);
+* ``identity Arrow UDF``: returns its input, i.e. only moves the bytes JVM -> Python ->
+  JVM; no Python UDF can beat it, so it is the floor of the cost of any UDF.
+
+Each case is ``select <expr> ... write.format("noop")``: every row is computed, nothing is
+written. Cases run interleaved, best of ``--repeat``, so that load from other processes
+hits them alike. Prints a markdown table and whether encode and decode meet the bars: the
+Arrow UDF at least 2.5x the SQL macro and 8x the faster python-ulid row UDF, next to the
+most any Python UDF could reach (the identity UDF's ratio). ``--write-docs`` puts it all
+into the "ULID UDFs" section of docs/performance.md; ``--check`` exits 1 if a bar is
+missed. Usage::
+
+    .venv/bin/python benchmarks/ulid_udfs.py [--rows 2000000] [--repeat 3] [--batch 10000]
+        [--write-docs] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests/dbtkit.py renders the macros
+
+from changefeed.local_spark import local_spark_session  # noqa: E402
+from changefeed.spark import make_udf  # noqa: E402
+from changefeed.ulid import decode_valid, encode  # noqa: E402
+from changefeed.ulid.arrow import rows, to_binary_array, to_string_array  # noqa: E402
+
+DOC = REPO / "docs" / "performance.md"
+BEGIN = "<!-- BEGIN ulid-udfs (written by benchmarks/ulid_udfs.py) -->"
+END = "<!-- END ulid-udfs -->"
+BARS = {"vs SQL macro": 2.5, "vs row UDF": 8.0}
+
+
+@dataclass
+class Case:
+    operation: str
+    name: str
+    column: Any
+    role: str = ""  # "ours", "sql", "row" or "floor": what the ratios and bars use
+    repeat: int | None = None  # None: --repeat
+    best: float = float("inf")
+
+
+def _pandas_udfs() -> tuple[Any, Any]:
+    """The same kernels as pandas UDFs (Series of Python bytes/str in and out)."""
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("string")
+    def pandas_encode(values: pd.Series) -> pd.Series:
+        raw, valid = rows(pa.array(values, pa.binary()), 16)
+        return to_string_array(encode(raw), valid).to_pandas()
+
+    @pandas_udf("binary")
+    def pandas_decode(values: pd.Series) -> pd.Series:
+        text, present = rows(pa.array(values, pa.string()), 26)
+        raw, valid = decode_valid(text)
+        return to_binary_array(raw, present & valid).to_pandas()
+
+    return pandas_encode, pandas_decode
+
+
+def _row_udfs(use_arrow: bool) -> tuple[Any, Any, Any]:
+    from pyspark.sql.functions import udf
+    from ulid import ULID
+
+    def to_string(value: bytes | None) -> str | None:
+        return None if value is None or len(value) != 16 else str(ULID.from_bytes(bytes(value)))
+
+    def from_string(value: str | None) -> bytes | None:
+        try:
+            return None if value is None else bytes(ULID.from_str(value).bytes)
+        except ValueError:
+            return None
+
+    def timestamp_ms(value: bytes | None) -> int | None:
+        return None if value is None or len(value) != 16 else ULID.from_bytes(value).milliseconds
+
+    return (
+        udf(to_string, "string", useArrow=use_arrow),
+        udf(from_string, "binary", useArrow=use_arrow),
+        udf(timestamp_ms, "bigint", useArrow=use_arrow),
+    )
+
+
+def _identity_udfs() -> tuple[Any, Any]:
+    from pyspark.sql.functions import arrow_udf
+
+    @arrow_udf("binary")
+    def identity_binary(values: pa.Array) -> pa.Array:
+        return values
+
+    @arrow_udf("string")
+    def identity_string(values: pa.Array) -> pa.Array:
+        return values
+
+    return identity_binary, identity_string
+
+
+def _sql_expressions(spark: Any) -> dict[str, str]:
+    from tests.dbtkit import DbtHarness, call
+
+    harness = DbtHarness(tempfile.mkdtemp(prefix="cf-bench-dbt-"), spark=lambda: spark)
+    macros = {
+        "encode": ("ulid_to_string", "u"),
+        "decode": ("ulid_from_string", "s"),
+        "timestamp": ("ulid_timestamp", "u"),
+    }
+    rendered = harness.render_many([call(m, arg) for m, arg in macros.values()], "spark")
+    return dict(zip(macros, rendered, strict=True))
+
+
+def cases(spark: Any, row_repeat: int) -> list[Case]:
+    from pyspark.sql import functions as F
+
+    sql = _sql_expressions(spark)
+    pandas_udfs = dict(zip(("encode", "decode"), _pandas_udfs(), strict=True))
+    row_arrow = dict(zip(("encode", "decode", "timestamp"), _row_udfs(True), strict=True))
+    row_pickled = dict(zip(("encode", "decode", "timestamp"), _row_udfs(False), strict=True))
+    identity = dict(zip(("encode", "decode"), _identity_udfs(), strict=True))
+    ours = {"encode": "ulid_to_string", "decode": "ulid_from_string", "timestamp": "ulid_timestamp"}
+    out: list[Case] = []
+    for operation, name in ours.items():
+        arg = "s" if operation == "decode" else "u"
+        out += [
+            Case(operation, "python-ulid row UDF, Arrow-batched (default)",
+                 row_arrow[operation](arg), "row", row_repeat),
+            Case(operation, "python-ulid row UDF, pickled (`useArrow=False`)",
+                 row_pickled[operation](arg), "row", row_repeat),
+        ]  # fmt: skip
+        if operation in pandas_udfs:
+            out += [
+                Case(operation, "pandas UDF, same kernel", pandas_udfs[operation](arg)),
+                Case(operation, "Arrow iterator UDF", make_udf(name, iterator=True)(arg)),
+            ]
+        out += [
+            Case(operation, "**Arrow UDF (changefeed.spark)**", make_udf(name)(arg), "ours"),
+            Case(operation, f"SQL macro `{name}`", F.expr(sql[operation]), "sql"),
+        ]
+        if operation in identity:
+            out.append(Case(operation, "identity Arrow UDF (floor)", identity[operation](arg),
+                            "floor"))  # fmt: skip
+    return out
+
+
+def run(spark: Any, data: Any, all_cases: list[Case], repeat: int) -> None:
+    def once(case: Case) -> None:
+        start = time.perf_counter()
+        data.select(case.column.alias("x")).write.format("noop").mode("overwrite").save()
+        case.best = min(case.best, time.perf_counter() - start)
+
+    for case in all_cases:  # warm-up: start Python workers, JIT the generated code
+        if case.role != "row":
+            once(case)
+    for round_ in range(repeat):
+        for case in all_cases:
+            if round_ < (case.repeat or repeat):
+                once(case)
+        print(f"round {round_ + 1}/{repeat} done", file=sys.stderr, flush=True)
+
+
+def table(all_cases: list[Case], n: int) -> tuple[str, list[str]]:
+    lines = [
+        "| operation | implementation | M rows/s | Arrow UDF is x faster |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    verdicts: list[str] = []
+    for operation in dict.fromkeys(c.operation for c in all_cases):
+        group = [c for c in all_cases if c.operation == operation]
+        ours = next(c for c in group if c.role == "ours")
+        for case in group:
+            rate = n / case.best / 1e6
+            ratio = "" if case is ours else f"{case.best / ours.best:.1f}"
+            lines.append(f"| {operation} | {case.name} | {rate:.2f} | {ratio} |")
+        if operation == "timestamp":
+            continue
+        sql = next(c for c in group if c.role == "sql")
+        row = min((c for c in group if c.role == "row"), key=lambda c: c.best)
+        floor = next(c for c in group if c.role == "floor")
+        for label, other in (("vs SQL macro", sql), ("vs row UDF", row)):
+            ratio = other.best / ours.best
+            ok = "meets" if ratio >= BARS[label] else "MISSES"
+            ceiling = other.best / floor.best
+            verdicts.append(
+                f"{operation}: Arrow UDF {ratio:.1f}x {label} ({ok} the ≥ {BARS[label]:g}x bar;"
+                f" the identity UDF, the most any Python UDF can reach, is {ceiling:.1f}x)"
+            )
+    return "\n".join(lines), verdicts
+
+
+def write_docs(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Performance\n"
+    block = f"{BEGIN}\n{section}\n{END}"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOC.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--row-udf-repeat", type=int, default=None, help="runs of the slow row UDFs (--repeat)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=None, help="spark.sql.execution.arrow.maxRecordsPerBatch"
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 if a bar is missed")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    spark = local_spark_session("changefeed-bench-ulid-udfs")
+    if args.batch:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.batch))
+    row_repeat = args.row_udf_repeat or args.repeat
+    # Random 16-byte values: every one is a valid ULID, any timestamp up to year 10889.
+    data = (
+        spark.range(args.rows, numPartitions=2)
+        .select(F.expr("substring(unhex(sha2(cast(id as string), 256)), 1, 16)").alias("u"))
+        .select("u", make_udf("ulid_to_string")("u").alias("s"))
+        .cache()
+    )
+    data.count()
+    all_cases = cases(spark, row_repeat)
+    run(spark, data, all_cases, args.repeat)
+    markdown, verdicts = table(all_cases, args.rows)
+    batch = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    setup = (
+        f"{args.rows:,} random ULIDs cached in a local[2] Spark {spark.version} session "
+        f"(Python {platform.python_version()}, pyarrow {pa.__version__}, "
+        f"{os.cpu_count()} cores, Arrow batches of {batch} rows); best of {args.repeat} "
+        f'(row UDFs: {row_repeat}), `write.format("noop")`.'
+    )
+    section = "\n".join(
+        [
+            "## ULID UDFs",
+            "",
+            "Measured by `make bench` (`benchmarks/ulid_udfs.py`) on " + setup,
+            "",
+            markdown,
+            "",
+            *[f"- {v}" for v in verdicts],
+        ]
+    )
+    print(section)
+    if args.write_docs:
+        write_docs(section)
+        print(f"\nwritten to {DOC.relative_to(REPO)}", file=sys.stderr)
+    spark.stop()
+    return 1 if args.check and any("MISSES" in v for v in verdicts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
