@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -79,9 +78,11 @@ def _iterator_body(function: Function, strict: bool) -> Callable[..., Any]:
     return two
 
 
-@functools.cache
 def make_udf(name: str, strict: bool = False, iterator: bool = False) -> Any:
-    """The Arrow UDF for SQL function ``name`` (cached: one object per variant).
+    """A new Arrow UDF for SQL function ``name``.
+
+    Not cached on purpose: a UDF object binds to the SparkContext that first evaluates
+    it, and a process may stop one session and start another.
 
     ``iterator=True`` builds the ``Iterator[pa.Array] -> Iterator[pa.Array]`` form
     instead of the default ``pa.Array -> pa.Array`` one. Both run the same batch
