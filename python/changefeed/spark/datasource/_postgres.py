@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from changefeed.spark.datasource._backend import (
@@ -10,12 +11,14 @@ from changefeed.spark.datasource._backend import (
     Connection,
     FeedInfo,
     Row,
-    parse_keys,
     quote_pg,
 )
 from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._positions import ZERO
 from changefeed.spark.datasource._types import Column
+
+#: Outbox rows one ``move_outbox`` call publishes, and the most calls per shard and plan.
+MOVE_ROWS = 10_000
+MAX_MOVES = 100
 
 
 class PostgresBackend(Backend):
@@ -42,7 +45,7 @@ class PostgresBackend(Backend):
                 f"{str(exc).strip() or type(exc).__name__}"
             ) from None
         self._psycopg = psycopg
-        self._queries: dict[tuple[str, str], str] = {}
+        self._clients: dict[str, Any] = {}
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -56,101 +59,109 @@ class PostgresBackend(Backend):
 
     # -- Backend ---------------------------------------------------------------------
 
+    def _client(self, feed_id: str) -> Any:
+        from changefeed.client import PostgresFeed
+
+        if feed_id not in self._clients:
+            self._clients[feed_id] = PostgresFeed(feed_id, self.changefeed_schema)
+        return self._clients[feed_id]
+
     def describe(self, feed_id: str, payload: bool) -> FeedInfo:
-        registry = self._q("feeds")
+        from changefeed.client import ChangefeedError
+
         try:
-            rows = self._fetch(
-                f"select mode, keys, names, source_schema, source_table from {registry} "
-                "where feed_id = %s",
-                (feed_id,),
-            )
-        except self._psycopg.errors.UndefinedTable:
+            registered = self._client(feed_id).info(self.conn)
+        except ChangefeedError as exc:
             raise ChangefeedSourceError(
-                f"{self.connection.display} has no feed registry {self.changefeed_schema}.feeds: "
-                f"no feed is set up in this database (run changefeed.setup_feed), or the "
-                f"changefeed schema is not {self.changefeed_schema!r} (option changefeedSchema)"
+                f"unknown feed {feed_id!r} in {self.connection.display}: {exc}"
             ) from None
-        if not rows:
-            known = [r[0] for r in self._fetch(f"select feed_id from {registry} order by 1")]
-            raise ChangefeedSourceError(
-                f"unknown feed {feed_id!r} in {self.connection.display}: it is not in "
-                f"{self.changefeed_schema}.feeds (set it up with changefeed.setup_feed). "
-                f"Known feeds: {', '.join(known) or 'none'}"
-            )
-        mode, keys, names, source_schema, source_table = rows[0]
+        source_schema, _, source_table = feed_id.partition(".")
         info = FeedInfo(
             dialect=self.dialect,
             feed_id=feed_id,
-            mode=str(mode),
+            mode=registered.mode,
             changefeed_schema=self.changefeed_schema,
-            source_schema=str(source_schema),
-            source_table=str(source_table),
-            keys=parse_keys(keys),
-            names=dict(names or {}),
+            source_schema=source_schema,
+            source_table=source_table,
+            keys=tuple(Column(k.name, k.data_type) for k in registered.keys),
+            names=dict(registered.names),
         )
         if not payload:
             return info
+        rows = self._fetch(
+            f"select source_schema, source_table from {self._q('feeds')} where feed_id = %s",
+            (feed_id,),
+        )
+        source_schema, source_table = str(rows[0][0]), str(rows[0][1])
         columns = self._fetch(
             "select a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
             "from pg_catalog.pg_attribute as a "
             "where a.attrelid = pg_catalog.to_regclass(%s) and a.attnum > 0 "
             "and not a.attisdropped order by a.attnum",
-            (f"{quote_pg(info.source_schema)}.{quote_pg(info.source_table)}",),
+            (f"{quote_pg(source_schema)}.{quote_pg(source_table)}",),
         )
         if not columns:
             raise ChangefeedSourceError(
-                f"payload=true: the source table {info.source_schema}.{info.source_table} of "
+                f"payload=true: the source table {source_schema}.{source_table} of "
                 f"feed {feed_id} does not exist or cannot be seen by this user"
             )
-        return FeedInfo(**{**info.__dict__, "payload": tuple(Column(n, t) for n, t in columns)})
+        return replace(
+            info,
+            source_schema=source_schema,
+            source_table=source_table,
+            payload=tuple(Column(str(n), str(t)) for n, t in columns),
+        )
 
     def shards(self, info: FeedInfo) -> list[int]:
-        rows = self._fetch(f"select shard_id from {self._q(info.name('state'))} order by shard_id")
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
+        sql = f"select shard_id from {self._q(info.name('state'))}"
+        if info.mode == "outbox":
+            sql += f" union select distinct shard_id from {self._q(info.name('outbox'))}"
+        try:
+            rows = self._fetch(f"select shard_id from ({sql}) as s order by shard_id")
+        except self._psycopg.errors.InsufficientPrivilege:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id}: this user may not list the feed's shards (the reader "
+                "role may not select from its state and outbox tables); name them with the "
+                "option shards, e.g. .option('shards', '0,1,2')"
+            ) from None
         return [int(r[0]) for r in rows]
 
     def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
-        # One statement, one snapshot for all shards.
-        rows = self._fetch(
-            "select s.shard_id, sp.safe_point "
-            "from pg_catalog.unnest(%s::integer[]) as s(shard_id) "
-            f"cross join lateral {self._q(info.name('safe_point'))}(s.shard_id) as sp",
-            (list(shards),),
-        )
-        found = {int(shard): bytes(point) if point is not None else ZERO for shard, point in rows}
-        return {shard: found.get(shard, ZERO) for shard in shards}
+        client = self._client(info.feed_id)
+        return {shard: client.safe_point(self.conn, shard).safe_point for shard in shards}
 
     def move_outbox(self, info: FeedInfo, shards: Sequence[int]) -> None:
+        """``move_outbox`` until a call moves less than a full batch: everything committed
+        to the outbox before this call is then published (at most MAX_MOVES calls)."""
         if info.mode != "outbox":
             return
+        client = self._client(info.feed_id)
         for shard in shards:
-            with self.conn.cursor() as cur:
-                cur.execute(f"call {self._q(info.name('move_outbox'))}(%s)", (shard,))
+            for _ in range(MAX_MOVES):
+                if client.move_outbox(self.conn, shard, max_rows=MOVE_ROWS) < MOVE_ROWS:
+                    break
 
     def read_page(self, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
-        return self._fetch(self._page_sql(info), (shard, cursor, page_size))
-
-    def _page_sql(self, info: FeedInfo) -> str:
-        key = (info.feed_id, "payload" if info.payload is not None else "plain")
-        if key not in self._queries:
-            self._queries[key] = page_sql(info)
-        return self._queries[key]
+        if info.payload is None:
+            page = self._client(info.feed_id).read_page(self.conn, shard, cursor, page_size)
+            return [(e.shard_id, e.ulid, *e.key) for e in page.events]
+        return self._fetch(payload_page_sql(info), (shard, cursor, page_size))
 
     def close(self) -> None:
         self.conn.close()
 
 
-def page_sql(info: FeedInfo) -> str:
-    """``read_feed`` for one page, and with a payload the source row joined by key."""
+def payload_page_sql(info: FeedInfo) -> str:
+    """One page of ``read_feed`` with the source row joined by key (payload=true)."""
     schema = quote_pg(info.changefeed_schema)
     read_feed = f"{schema}.{quote_pg(info.name('read_feed'))}(%s, %s, %s)"
     keys = [quote_pg(c.name) for c in info.keys]
-    select = ["f.shard_id", "f.ulid", *[f"f.{k}" for k in keys]]
-    if info.payload is None:
-        return f"select {', '.join(select)} from {read_feed} as f order by f.ulid"
     source = f"{quote_pg(info.source_schema)}.{quote_pg(info.source_table)}"
     on = " and ".join(f"s.{k} = f.{k}" for k in keys)
+    select = ["f.shard_id", "f.ulid", *[f"f.{k}" for k in keys]]
     select.append(f"(s.{keys[0]} is not null) as row_exists")
-    select += [f"s.{quote_pg(c.name)}" for c in info.payload]
+    select += [f"s.{quote_pg(c.name)}" for c in info.payload or ()]
     return (
         f"select {', '.join(select)} from {read_feed} as f "
         f"left join {source} as s on {on} order by f.ulid"

@@ -1,0 +1,147 @@
+"""``changefeed land``: land a feed into a Spark table, once or continuously.
+
+    changefeed land --connection 'postgresql://app@/shop?host=/var/run/postgresql' \\
+        --feed shop.orders --table landing.orders_feed --payload
+    changefeed land ... --continuous --interval 60       # one batch per minute until stopped
+
+By default the command starts an embedded local Spark (``local[2]``) whose catalog is a
+Derby metastore and whose tables live under ``--warehouse`` (default
+``./spark-warehouse``), so successive runs find the table again. With ``--spark
+existing`` it uses ``SparkSession.builder.getOrCreate()`` instead (under spark-submit,
+or with the cluster's own configuration). Exit code 0 after a successful run (or a
+stopped continuous run), 1 on an error, which is printed without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from changefeed.spark.datasource._errors import ChangefeedSourceError, redact
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "land",
+        help="land a feed into a Spark table (one batch per run)",
+        description="Land a feed into a Spark table: one appended batch per run.",
+    )
+    parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
+                        help="postgresql://... or mssql://user:password@host:port/database; "
+                        "default from CHANGEFEED_CONNECTION", default=os.environ.get(
+                            "CHANGEFEED_CONNECTION"))  # fmt: skip
+    parser.add_argument("--password", default=os.environ.get("CHANGEFEED_PASSWORD"),
+                        help="database password (default: CHANGEFEED_PASSWORD; keeps it out "
+                        "of the URI and the process list)")  # fmt: skip
+    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    parser.add_argument("--table", required=True, help="the Spark table: database.table")
+    parser.add_argument("--shards", help="comma-separated shard ids (default: every shard)")
+    parser.add_argument("--page-size", type=int, help="events per read_feed page (10000)")
+    parser.add_argument("--payload", action="store_true",
+                        help="also land the source row (a struct column 'payload')")  # fmt: skip
+    parser.add_argument("--starting-position",
+                        help="for shards not landed yet: beginning (default), a ULID or an "
+                        "ISO-8601 timestamp")  # fmt: skip
+    parser.add_argument("--no-move-outbox", action="store_true",
+                        help="outbox feeds: do not publish the outbox before reading")  # fmt: skip
+    parser.add_argument("--changefeed-schema", help="the feeds' schema (default changefeed)")
+    parser.add_argument("--continuous", action="store_true",
+                        help="run every --interval seconds until SIGINT/SIGTERM")  # fmt: skip
+    parser.add_argument("--interval", type=float, default=60.0,
+                        help="seconds between the starts of two runs (default 60)")  # fmt: skip
+    parser.add_argument("--spark", choices=["local", "existing"], default="local",
+                        help="local: embedded local[2] Spark with a Derby metastore (default); "
+                        "existing: SparkSession.builder.getOrCreate()")  # fmt: skip
+    parser.add_argument("--warehouse", default="spark-warehouse",
+                        help="--spark local: the warehouse and metastore directory")  # fmt: skip
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark configuration (repeatable)")  # fmt: skip
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``format("changefeed")`` options of the command line."""
+    options = {"connection": args.connection, "feed": args.feed}
+    if args.password:
+        options["password"] = args.password
+    if args.shards:
+        options["shards"] = args.shards
+    if args.page_size:
+        options["pageSize"] = str(args.page_size)
+    if args.payload:
+        options["payload"] = "true"
+    if args.starting_position:
+        options["startingPosition"] = args.starting_position
+    if args.no_move_outbox:
+        options["moveOutbox"] = "false"
+    if args.changefeed_schema:
+        options["changefeedSchema"] = args.changefeed_schema
+    return options
+
+
+def spark_session(args: argparse.Namespace) -> Any:
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ChangefeedSourceError(f"--conf needs KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    if args.spark == "existing":
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName("changefeed-land")
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    from changefeed.local_spark import local_spark_session
+
+    session = local_spark_session(
+        app_name="changefeed-land", warehouse_dir=os.path.abspath(args.warehouse), hive=True
+    )
+    for key, value in conf.items():
+        session.conf.set(key, value)
+    return session
+
+
+def run(args: argparse.Namespace) -> int:
+    from changefeed.landing import land
+
+    if args.interval <= 0:
+        print("changefeed land: --interval must be positive", file=sys.stderr)
+        return 1
+    try:
+        options = source_options(args)
+        spark = spark_session(args)
+    except ChangefeedSourceError as exc:
+        print(f"changefeed land: {exc}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    if args.continuous:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+    try:
+        while True:
+            started = _now()
+            result = land(spark, options, args.table)
+            print(result.summary(), flush=True)
+            if not args.continuous:
+                return 0
+            if stop.wait(max(0.0, args.interval - (_now() - started))):
+                print("changefeed land: stopped", flush=True)
+                return 0
+    except ChangefeedSourceError as exc:
+        print(f"changefeed land: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        text = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+        print(f"changefeed land: {type(exc).__name__}: {text}", file=sys.stderr)
+        return 1
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()
