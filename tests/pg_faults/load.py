@@ -1,0 +1,176 @@
+"""Concurrent writers and readers in threads, each with its own connection.
+
+psycopg releases the GIL while it waits on the server, so threads give real concurrent
+sessions on the server. Every write and page goes into a :class:`History`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from changefeed.client import ChangefeedError
+from pg_faults.checker import ZERO_ULID, Event, History
+from pg_faults.feedkit import FeedKit
+
+
+@dataclass
+class ReaderState:
+    name: str
+    cursors: dict[int, bytes] = field(default_factory=dict)
+    seen: dict[int, list[Event]] = field(default_factory=dict)
+
+
+def write_once(
+    kit: FeedKit,
+    conn: psycopg.Connection[Any],
+    history: History,
+    shard: int,
+    keys: list[Any],
+    **kwargs: Any,
+) -> bool:
+    """One recorded write; ``True`` if it committed. Errors other than the server's
+    refusing the write (an abandoned/burned write, a serialisation error) propagate."""
+    write = history.begin_write(shard, keys)
+    try:
+        kit.write(conn, shard, keys, **kwargs)
+    except (psycopg.Error, ChangefeedError) as exc:
+        # The commit never happened if the connection is still usable: it rolled back.
+        outcome = "unknown" if (conn.closed or conn.broken) else "failed"
+        history.end_write(write, outcome, f"{type(exc).__name__} {exc.sqlstate}: {exc}")
+        return False
+    except BaseException as exc:
+        history.end_write(write, "unknown", repr(exc))
+        raise
+    history.end_write(write, "ok")
+    return True
+
+
+def read_page(
+    kit: FeedKit,
+    conn: psycopg.Connection[Any],
+    history: History,
+    reader: ReaderState,
+    shard: int,
+    page_size: int,
+) -> list[Event]:
+    cursor = reader.cursors.get(shard, ZERO_ULID)
+    started = time.monotonic()
+    page = kit.read_page(conn, shard, cursor, page_size)
+    history.record_page(reader.name, shard, cursor, page_size, page, started=started)
+    if page:
+        reader.cursors[shard] = page[-1][0]
+        reader.seen.setdefault(shard, []).extend(page)
+    return page
+
+
+def catch_up(
+    kit: FeedKit,
+    conn: psycopg.Connection[Any],
+    history: History,
+    reader: ReaderState,
+    shards: list[int],
+    page_size: int = 500,
+    timeout_s: float = 30.0,
+) -> None:
+    """Read every shard to its end, once no writer is running any more.
+
+    An empty page alone does not prove the end: in outbox mode a concurrent reader may
+    have moved the last rows while this one's move found nothing (see
+    ``test_reader_faults.py``). So once the shard's outbox is empty, read once more.
+    """
+    deadline = time.monotonic() + timeout_s
+    for shard in shards:
+        while True:
+            if read_page(kit, conn, history, reader, shard, page_size):
+                continue
+            if kit.outbox_count(conn, shard) == 0 and not read_page(
+                kit, conn, history, reader, shard, page_size
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{reader.name} could not catch up on shard {shard}")
+            time.sleep(0.005)
+
+
+@dataclass
+class LoadResult:
+    history: History
+    readers: list[ReaderState]
+    writes_per_writer: list[int]
+    errors: list[BaseException]
+    seconds: float
+
+
+def run_load(
+    kit: FeedKit,
+    connect: Callable[..., psycopg.Connection[Any]],
+    *,
+    shards: list[int],
+    writers: int,
+    writes_per_writer: int,
+    readers: int,
+    rows: tuple[int, int] = (1, 4),
+    max_page: int = 40,
+    seed: int = 0,
+    deadline_s: float = 60.0,
+    writer_shard: Callable[[int, random.Random], int] | None = None,
+) -> LoadResult:
+    """Run writers and readers together, then let every reader catch up to the end."""
+    history = History()
+    errors: list[BaseException] = []
+    done = threading.Event()
+    counts = [0] * writers
+    reader_states = [ReaderState(f"r{i}") for i in range(readers)]
+    deadline = time.monotonic() + deadline_s
+    start_gate = threading.Barrier(writers + readers)
+
+    def writer(i: int) -> None:
+        rng = random.Random(seed * 1000 + i)
+        try:
+            conn = connect()
+            start_gate.wait()
+            for n in range(writes_per_writer):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"writer {i} passed the deadline at write {n}")
+                shard = writer_shard(i, rng) if writer_shard else rng.choice(shards)
+                keys = [i * 10_000_000 + n * 100 + j for j in range(rng.randint(rows[0], rows[1]))]
+                if write_once(kit, conn, history, shard, keys):
+                    counts[i] += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    def reader(state: ReaderState, i: int) -> None:
+        rng = random.Random(seed * 1000 + 500 + i)
+        try:
+            conn = connect()
+            start_gate.wait()
+            while not done.is_set() and time.monotonic() < deadline:
+                read_page(kit, conn, history, state, rng.choice(shards), rng.randint(1, max_page))
+            catch_up(kit, conn, history, state, shards, page_size=rng.randint(1, max_page))
+        except BaseException as exc:
+            errors.append(exc)
+
+    started = time.monotonic()
+    wthreads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    rthreads = [threading.Thread(target=reader, args=(s, i)) for i, s in enumerate(reader_states)]
+    for t in wthreads + rthreads:
+        t.start()
+    for t in wthreads:
+        t.join()
+    done.set()
+    for t in rthreads:
+        t.join()
+    return LoadResult(
+        history=history,
+        readers=reader_states,
+        writes_per_writer=counts,
+        errors=errors,
+        seconds=time.monotonic() - started,
+    )
