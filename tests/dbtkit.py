@@ -26,12 +26,20 @@ API
 ``render(jinja_sql: str, target: str) -> str``
     Compile one Jinja-SQL snippet (``dbt compile --inline``) and return the SQL text.
 ``render_many(jinja_sqls: Sequence[str], target: str) -> list[str]``
-    The same for many snippets in a single dbt invocation.
+    The same for many snippets in a single dbt invocation. If any snippet fails, the
+    whole call raises; render the suspects alone to find which.
 ``run_operation(macro: str, args: Mapping[str, Any] | None = None, target: str) -> list[str]``
-    ``dbt run-operation``; returns the messages the macro logged with ``log()``.
-    Raises :class:`DbtError` if the operation fails.
-``invoke(args: Sequence[str], target: str) -> dbtRunnerResult``
-    Any other dbt command, with the project, profile, target and temporary paths filled in.
+    ``dbt run-operation`` (``args`` passed as ``--args`` YAML); returns the messages the
+    macro logged with ``log()``, in order. ``target`` is required, positionally or by
+    keyword. Raises :class:`DbtError` if the operation fails.
+``invoke(args: Sequence[str], target: str, *, on_log=None) -> dbtRunnerResult``
+    Any other dbt command, with the project, profile, target and temporary paths filled
+    in; ``on_log(message)`` receives every ``log()`` message of the invocation.
+
+Helpers: ``call(macro, *args, package="changefeed") -> str`` writes the snippet
+``{{ changefeed.macro('arg', ...) }}`` (arguments as Jinja string literals), and
+``sqlserver_calls(macro, *arg_lists) -> list[str]`` one ``sqlserver__<macro>`` call per
+argument list.
 
 Every failure raises :class:`DbtError` whose message is dbt's (e.g. a macro's
 ``exceptions.raise_compiler_error`` text), so ``pytest.raises(DbtError, match=...)`` works.
@@ -48,7 +56,7 @@ dbt-sqlserver cannot be imported here (pyodbc needs ``libodbc.so``), so there is
 under the ``postgres`` target::
 
     dbt.render("{{ changefeed.sqlserver__ulid_to_string('x') }}", "postgres")
-    dbt.render_many(sqlserver_calls("ulid_to_string", ["x", "y"]), "postgres")
+    dbt.render_many(sqlserver_calls("ulid_to_string", ["x"], ["t.id"]), "postgres")
 
 This works as long as a ``sqlserver__`` implementation does not itself dispatch (through
 ``adapter.dispatch`` or dbt's cross-database macros such as ``dbt.concat``) or read
@@ -162,9 +170,17 @@ class DbtHarness:
         return pieces
 
     def run_operation(
-        self, macro: str, args: Mapping[str, Any] | None = None, *, target: str
+        self,
+        macro: str,
+        args: Mapping[str, Any] | None = None,
+        target: str | None = None,
     ) -> list[str]:
-        """Run ``dbt run-operation macro --args ...``; return what the macro logged."""
+        """Run ``dbt run-operation macro --args ...``; return what the macro logged.
+
+        ``target`` is required (positionally or by keyword).
+        """
+        if target is None:
+            raise TypeError(f"run_operation({macro!r}) needs a target: one of {TARGETS}")
         argv = ["run-operation", macro]
         if args:
             argv += ["--args", yaml.safe_dump(dict(args), default_flow_style=True)]
