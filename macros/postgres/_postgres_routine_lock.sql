@@ -36,6 +36,10 @@ begin
   end if;
   commit;
   set transaction isolation level read committed;
+  -- The lock's own commit need not wait for its WAL flush: it is visible at once, and the
+  -- application's COMMIT later flushes it along with the data. This keeps a WAL flush out
+  -- of the time the shard's lock is held.
+  perform pg_catalog.set_config('synchronous_commit', 'off', true);
   select w.o_write_id, w.o_ulid_high, w.o_ulid_low into v_row
     from {{ q['lock_wait'] }}(p_shard_id, p_time_hint) as w;
   write_id := v_row.o_write_id;

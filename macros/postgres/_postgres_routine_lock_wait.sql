@@ -8,19 +8,23 @@
     and its state row, both committed by every lock holder. (The feed sequence is shared
     by all shards, so activity on another shard would hide a dead holder.)
 
-    Opening the write (4.3), with the lock held: reap other pending sessions of the shard,
-    read the state row FOR SHARE, compute the block, upsert this session and store the
-    write in the session setting. A block that an abandoned write may still hold
-    uncommitted rows in is never handed out again: the write moves to a fresh millisecond
-    (otherwise its inserts would wait on the abandoned rows' primary key). Any error after
-    the lock was taken releases it. -#}
+    Burning (4.2) marks the holder's pending session abandoned and, compare-and-set on the
+    sampled state row, increments the generation and retires the holder's block, so that
+    same-millisecond writers of the new generation never wait on its uncommitted rows.
+
+    Opening the write (4.3), with the lock held: check the generation, reap other pending
+    sessions of the shard, read the state row FOR SHARE, compute the block (headroom rule
+    included), upsert this session and store the write in the session setting. Any error
+    after the lock was taken releases it. -#}
 {% macro _postgres_routine_lock_wait(ctx) %}
   {%- set q = ctx['q'] -%}
   {%- set block = ctx['block'] -%}
   {%- set progress -%}
-(select coalesce(pg_catalog.max(se.write_id), 0)::text from {{ q['session'] }} as se where se.shard_id = p_shard_id)
-        || '/' || (select st.time_ms::text || '/' || st.ulid_low::text || '/' || st.generation::text
-                   from {{ q['state'] }} as st where st.shard_id = p_shard_id)
+(select coalesce(pg_catalog.max(se.write_id), 0) from {{ q['session'] }} as se where se.shard_id = p_shard_id)
+  {%- endset -%}
+  {%- set retire -%}
+case when st.ulid_low = 0 or st.ulid_low > {{ ctx['max_low_start'] }}::bigint then st.ulid_low
+     else st.ulid_low + {{ block }} end
   {%- endset -%}
   {%- set body -%}
 <<cf>>
@@ -28,7 +32,9 @@ declare
   v_generation bigint;
   v_now_generation bigint;
   v_key bigint;
-  v_progress text;
+  v_progress bigint;
+  v_sample record;
+  v_now record;
   v_started timestamptz := pg_catalog.clock_timestamp();
   v_hint_ms bigint;
   v_state record;
@@ -76,30 +82,48 @@ begin
     select st.generation into v_generation from {{ q['state'] }} as st where st.shard_id = p_shard_id;
     v_key := pg_catalog.hashtextextended({{ ctx['lit_lock_prefix'] }} || p_shard_id::text || '/' || cf.v_generation::text, 0);
     if not {{ q['lock_try'] }}(v_key, {{ ctx['lock_probe_ms'] }}) then
+      -- Progress is per shard: every lock holder commits a session row with a new, higher
+      -- write id, and every commit moves the state row. (The feed sequence is shared by
+      -- all shards, so activity on another shard would hide a dead holder here.)
       v_progress := {{ progress }};
+      select st.time_ms, st.ulid_high, st.ulid_low, st.generation into v_sample
+        from {{ q['state'] }} as st where st.shard_id = p_shard_id;
       if not {{ q['lock_try'] }}(v_key, {{ ctx['stall_timeout_ms'] - ctx['lock_probe_ms'] }}) then
-        select st.generation into v_now_generation from {{ q['state'] }} as st where st.shard_id = p_shard_id;
-        if v_now_generation <> v_generation then
+        select st.time_ms, st.ulid_high, st.ulid_low, st.generation into v_now
+          from {{ q['state'] }} as st where st.shard_id = p_shard_id;
+        if v_now.generation <> v_generation then
           continue acquire;  -- someone else burned it
         end if;
-        if ({{ progress }}) is distinct from v_progress then
+        if v_now.time_ms <> v_sample.time_ms or v_now.ulid_high <> v_sample.ulid_high
+           or v_now.ulid_low <> v_sample.ulid_low or ({{ progress }}) <> v_progress then
           continue acquire;  -- a moving queue, not a dead holder
         end if;
-        -- Burn: the holder's pending session first, then the generation (the same order
-        -- as update_state and tombstone, so that they cannot deadlock).
-        update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
-         where se.shard_id = p_shard_id and se.state = 0 and se.generation = cf.v_generation
-        returning se.session_id, se.write_id into v_holder;
-        update {{ q['state'] }} as st set generation = st.generation + 1
-         where st.shard_id = p_shard_id and st.generation = cf.v_generation;
-        if found then
+        -- Burn (4.2): the holder's pending session, then the generation with the retired
+        -- block, compare-and-set on the sample (the same lock order as update_state and
+        -- tombstone: sessions, then the state row). A commit or burn since the sample
+        -- cancels it all.
+        begin
+          update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
+           where se.shard_id = p_shard_id and se.state = 0 and se.generation = cf.v_generation
+          returning se.session_id, se.write_id into v_holder;
+          update {{ q['state'] }} as st
+             set generation = st.generation + 1,
+                 ulid_low = {{ retire }}
+           where st.shard_id = p_shard_id and st.generation = cf.v_generation
+             and st.time_ms = cf.v_sample.time_ms and st.ulid_high = cf.v_sample.ulid_high
+             and st.ulid_low = cf.v_sample.ulid_low;
+          if not found then
+            raise exception using errcode = 'CF000';  -- undo the session update
+          end if;
           insert into {{ q['incident'] }} as i
             (shard_id, generation, detected_at, reason, holder_session_id, holder_write_id, waited_ms)
           values (p_shard_id, cf.v_generation, pg_catalog.clock_timestamp(), 'stall',
                   cf.v_holder.session_id, cf.v_holder.write_id,
                   {{ changefeed._postgres_sql_epoch_ms('pg_catalog.clock_timestamp()') }}
                     - {{ changefeed._postgres_sql_epoch_ms('cf.v_started') }});
-        end if;
+        exception when sqlstate 'CF000' then
+          null;
+        end;
         continue acquire;
       end if;
     end if;
@@ -130,13 +154,9 @@ begin
       if not v_fresh then
         v_high := v_state.ulid_high;
         v_start := v_state.ulid_low;
-        -- Headroom rule: the next free start must keep the sign of this block's start.
-        -- And never reuse a block an abandoned write may hold uncommitted rows in.
-        if (v_start >= 0 and v_start > {{ ctx['max_low_start'] }}::bigint)
-           or (v_start < 0 and v_start >= -{{ block }}::bigint)
-           or exists (select 1 from {{ q['session'] }} as se
-                       where se.shard_id = p_shard_id and se.state <> 1
-                         and se.first_ulid >= cf.v_high || pg_catalog.int8send(cf.v_start)) then
+        -- Headroom rule (section 3, step 4): continuing from 0 would sort below the block
+        -- that ended at -1, and the next free start must fit in a bigint.
+        if v_start = 0 or v_start > {{ ctx['max_low_start'] }}::bigint then
           v_ms := v_state.time_ms + 1;
           v_fresh := true;
         end if;

@@ -80,8 +80,7 @@ begin
       v_ms := v_hints[i];
     else
       v_start := v_next;
-      if (v_start >= 0 and v_start > {{ ctx['max_low_start'] }}::bigint)
-         or (v_start < 0 and v_start >= -{{ block }}::bigint) then
+      if v_start = 0 or v_start > {{ ctx['max_low_start'] }}::bigint then
         v_ms := v_ms + 1;  -- headroom rule
         v_fresh := true;
       end if;

@@ -1,0 +1,451 @@
+"""Write to and read from a PostgreSQL change feed (psycopg 3).
+
+A feed is set up by the dbt macros (``changefeed.setup_feed`` or the model post-hook);
+this module calls its procedures. Object names come from the registry
+``<schema>.feeds``, read once per :class:`PostgresFeed` and cached.
+
+Blocking mode: :meth:`PostgresFeed.write` takes the shard's lock outside any transaction,
+yields a :class:`Write` whose :attr:`Write.ulid_sql` numbers the events, and publishes
+and commits in one round trip (``select update_state(); commit``)::
+
+    feed = PostgresFeed("shop.orders")
+    with feed.write(conn, shard=0) as w:
+        conn.execute("insert into shop.orders (order_id, note) values (%s, %s)", (42, "new"))
+        w.insert_events([(42,)])                      # or SQL with w.ulid_sql
+    # committed here; on an exception: rolled back and the lock released
+
+Outbox mode: writers insert keys into the outbox inside their own transaction
+(:meth:`PostgresFeed.insert_outbox`); readers move the outbox into the feed
+(:meth:`PostgresFeed.move_outbox`; :meth:`PostgresFeed.read_page` does it when at the
+head).
+
+Reading (either mode)::
+
+    cursor = ZERO_ULID
+    while True:
+        page = feed.read_page(conn, shard=0, cursor=cursor, page_size=1000)
+        if not page.events:
+            break
+        process(page.events)
+        cursor = page.cursor                        # store with the output, atomically
+
+Connections: the lock is a session-level advisory lock and the write in progress is
+kept in a session setting, so a write must use one connection from ``write`` to its end
+(no transaction-mode pooler between). Methods other than ``write`` run in the
+connection's open transaction if there is one, else in their own short transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from changefeed.client._errors import (
+    BarrierTimeout,
+    LockInTransaction,
+    WrongMode,
+    translate,
+)
+from changefeed.client._names import FeedInfo, load, quote_ident, quote_literal, run
+
+ZERO_ULID = bytes(16)
+"""The cursor for "from the beginning": 16 zero bytes, below every ULID."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a feed: which row of the source table changed, and its ULID."""
+
+    shard_id: int
+    ulid: bytes
+    key: tuple[Any, ...]
+
+    @property
+    def ulid_text(self) -> str:
+        """The ULID as 26 characters of Crockford base32.
+
+        >>> Event(0, bytes.fromhex("01563e3ab5d3d6764c61efb99302bd5b"), (1,)).ulid_text
+        '01ARZ3NDEKTSV4RRFFQ69G5FAV'
+        """
+        from changefeed.ulid import encode_one
+
+        return encode_one(self.ulid)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of events, ending at a transaction boundary; ``cursor`` is where to resume."""
+
+    events: list[Event]
+    cursor: bytes
+    moved: int = 0
+    """Outbox rows this call moved into the feed before reading (outbox mode)."""
+
+
+@dataclass(frozen=True)
+class SafePoint:
+    """``safe_point`` (read up to here), ``head`` (highest committed) and pending writes."""
+
+    safe_point: bytes
+    head: bytes
+    pending: int
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """A read barrier (protocol section 7): wait until the safe point reaches ``position``."""
+
+    shard_id: int
+    position: bytes
+    outbox_sequence: int | None
+
+
+@dataclass
+class Write:
+    """The write in progress of :meth:`PostgresFeed.write` (blocking mode).
+
+    ``ulid_sql`` is an SQL expression giving the next ULID of this write each time it is
+    evaluated (``ulid:<feed>(nextval(<sequence>))``); use it in your own inserts into
+    ``feed_table``::
+
+        conn.execute(
+            f"insert into {w.feed_table} (shard_id, ulid, order_id) "
+            f"select %s, {w.ulid_sql}, order_id from new_orders order by order_id",
+            (w.shard_id,),
+        )
+    """
+
+    conn: Any = field(repr=False)
+    info: FeedInfo = field(repr=False)
+    shard_id: int
+    write_id: int
+    ulid_high: bytes
+    block_start: int
+    ulid_sql: str
+    feed_table: str
+    events: int = 0
+    """Events inserted through :meth:`insert_events` so far."""
+
+    @property
+    def first_ulid(self) -> bytes:
+        """The first ULID of this write's block (events get it and the ones after)."""
+        return self.ulid_high + self.block_start.to_bytes(8, "big", signed=True)
+
+    def insert_events(self, keys: Iterable[Sequence[Any]]) -> int:
+        """Insert one event per key tuple (in the feed's key column order), in order.
+
+        >>> # with feed.write(conn, 0) as w: w.insert_events([(1,), (2,)])  -> 2
+        """
+        columns = ", ".join(quote_ident(k) for k in self.info.key_names)
+        placeholders = ", ".join("%s" for _ in self.info.key_names)
+        query = (
+            f"insert into {self.feed_table} (shard_id, ulid, {columns}) "
+            f"values (%s, {self.ulid_sql}, {placeholders})"
+        )
+        rows = [(self.shard_id, *key) for key in keys]
+        if not rows:
+            return 0
+        with self.conn.cursor() as cur:
+            try:
+                if len(rows) == 1:
+                    cur.execute(query, rows[0])
+                else:
+                    cur.executemany(query, rows)
+            except Exception as exc:
+                translated = translate(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+        self.events += len(rows)
+        return len(rows)
+
+
+class PostgresFeed:
+    """One feed in one PostgreSQL database: ``PostgresFeed("shop.orders")``.
+
+    ``feed_id`` is the unquoted ``schema.table`` of the source table; ``schema`` the
+    changefeed schema (the dbt var ``changefeed_schema``, default ``changefeed``).
+    The instance holds no connection; every method takes one (psycopg 3).
+
+    >>> feed = PostgresFeed("shop.orders")
+    >>> feed.feed_id, feed.schema
+    ('shop.orders', 'changefeed')
+    """
+
+    def __init__(self, feed_id: str, schema: str = "changefeed") -> None:
+        self.feed_id = feed_id
+        self.schema = schema
+        self._info: FeedInfo | None = None
+
+    # -- registry ------------------------------------------------------------------------
+
+    def info(self, conn: Any) -> FeedInfo:
+        """The feed's registry entry (mode, keys, names); read once, then cached."""
+        if self._info is None:
+            self._info = load(conn, self.feed_id, self.schema)
+        return self._info
+
+    def refresh(self, conn: Any) -> FeedInfo:
+        """Re-read the registry entry (after ``upgrade_feed`` renamed something)."""
+        self._info = None
+        return self.info(conn)
+
+    def ulid_sql(self, conn: Any) -> str:
+        """The SQL expression for the next ULID of the connection's write (blocking mode).
+
+        >>> # PostgresFeed("shop.orders").ulid_sql(conn)
+        >>> # 'changefeed."ulid:shop.orders"(pg_catalog.nextval(E\\'...\\'::pg_catalog.regclass))'
+        """
+        info = self._require(conn, "blocking", "ulid_sql")
+        sequence = quote_literal(info.q("sequence"))
+        return f"{info.q('ulid')}(pg_catalog.nextval({sequence}::pg_catalog.regclass))"
+
+    # -- blocking mode -------------------------------------------------------------------
+
+    @contextmanager
+    def write(self, conn: Any, shard: int, time_hint: datetime | None = None) -> Iterator[Write]:
+        """Run one transaction that writes events to ``shard`` (blocking mode).
+
+        Takes the shard's lock outside any transaction (the connection must be idle),
+        then yields a :class:`Write`; the body's statements run in one transaction.
+        On a normal exit, ``select update_state(); commit`` is sent as one query (one
+        round trip: the state row's exclusive lock is never held across a round trip).
+        On an exception, or if that fails, the transaction is rolled back, the lock
+        released, and the exception re-raised (a ``CF`` one as a
+        :class:`ChangefeedError`; ``retryable`` tells whether to run it again).
+
+        The connection's autocommit setting is restored afterwards.
+        """
+        import psycopg
+
+        info = self._require(conn, "blocking", "write")
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise LockInTransaction(
+                f"feed {self.feed_id}: write() needs an idle connection, because the lock call "
+                "must run outside a transaction block; commit or roll back first"
+            )
+        previous_autocommit = conn.autocommit
+        conn.autocommit = True
+        try:
+            rows = run(conn, f"call {info.q('lock')}(%s, %s)", (shard, time_hint))
+            write_id, ulid_high, block_start = rows[0]
+            conn.autocommit = False
+            handle = Write(
+                conn=conn,
+                info=info,
+                shard_id=shard,
+                write_id=int(write_id),
+                ulid_high=bytes(ulid_high),
+                block_start=int(block_start),
+                ulid_sql=self.ulid_sql(conn),
+                feed_table=info.q("feed"),
+            )
+            try:
+                yield handle
+                # No parameters: psycopg sends this as one simple query, one round trip.
+                conn.execute(f"select {info.q('update_state')}(); commit", prepare=False)
+            except BaseException as exc:
+                self._abort(conn, info)
+                translated = translate(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+        finally:
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                conn.autocommit = previous_autocommit
+
+    def release(self, conn: Any) -> bool:
+        """Abandon this connection's write (after a rollback) and release its lock.
+
+        ``write`` does this itself; call it only when driving the SQL by hand.
+        Returns whether there was a write to release.
+        """
+        info = self._require(conn, "blocking", "release")
+        return bool(run(conn, f"select {info.q('release')}()")[0][0])
+
+    def _abort(self, conn: Any, info: FeedInfo) -> None:
+        import psycopg
+
+        if conn.closed or conn.broken:
+            return  # the server ends the session, which releases the lock
+        try:
+            conn.rollback()
+            conn.autocommit = True
+            run(conn, f"select {info.q('release')}()")
+        except psycopg.Error:
+            pass  # the original exception is the one to report
+
+    # -- outbox mode ---------------------------------------------------------------------
+
+    def outbox_sql(self, conn: Any, with_time_hint: bool = False) -> str:
+        """The insert statement for outbox rows, with ``%s`` placeholders.
+
+        Placeholders: shard, [time_hint,] then the key columns in registry order.
+        """
+        info = self._require(conn, "outbox", "outbox_sql")
+        columns = ["shard_id", *(["time_hint"] if with_time_hint else [])]
+        columns += [quote_ident(k) for k in info.key_names]
+        placeholders = ", ".join("%s" for _ in columns)
+        return f"insert into {info.q('outbox')} ({', '.join(columns)}) values ({placeholders})"
+
+    def insert_outbox(
+        self,
+        conn: Any,
+        shard: int,
+        keys: Iterable[Sequence[Any]],
+        time_hint: datetime | None = None,
+    ) -> int:
+        """Record changed keys in the outbox, in the connection's current transaction.
+
+        Does not commit: the outbox rows commit (or roll back) with your transaction.
+        ``time_hint`` defaults to the transaction's start time.
+
+        >>> # with conn.transaction():
+        >>> #     conn.execute("update shop.items set ... where sku = %s", ("a",))
+        >>> #     feed.insert_outbox(conn, shard=0, keys=[("a",)])
+        """
+        query = self.outbox_sql(conn, with_time_hint=time_hint is not None)
+        prefix: tuple[Any, ...] = (shard, time_hint) if time_hint is not None else (shard,)
+        rows = [(*prefix, *key) for key in keys]
+        if not rows:
+            return 0
+        with conn.cursor() as cur:
+            if len(rows) == 1:
+                cur.execute(query, rows[0])
+            else:
+                cur.executemany(query, rows)
+        return len(rows)
+
+    def move_outbox(self, conn: Any, shard: int, max_rows: int = 10000) -> int:
+        """Move committed outbox rows of ``shard`` into the feed; returns how many moved.
+
+        Whole source transactions are moved, in order, until ``max_rows`` is reached (a
+        larger transaction is moved whole). Returns 0 if another mover held the shard's
+        mover lock for longer than the stall timeout.
+        """
+        info = self._require(conn, "outbox", "move_outbox")
+        rows = run(conn, f"call {info.q('move_outbox')}(%s, %s)", (shard, max_rows))
+        return int(rows[0][0] or 0)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read_page(
+        self, conn: Any, shard: int, cursor: bytes = ZERO_ULID, page_size: int = 1000
+    ) -> Page:
+        """The events of ``shard`` after ``cursor``, up to the safe point, in ULID order.
+
+        At most ``page_size`` events, ending at a transaction boundary (a transaction
+        larger than a page comes whole). In outbox mode, when the page is not full (the
+        reader is at the head), the outbox is moved first and the page read again.
+        Resume from ``page.cursor``.
+        """
+        info = self.info(conn)
+        events = self._read(conn, info, shard, cursor, page_size)
+        moved = 0
+        if info.mode == "outbox" and len(events) < page_size:
+            moved = self.move_outbox(conn, shard, max_rows=max(page_size, 1000))
+            if moved:
+                events = self._read(conn, info, shard, cursor, page_size)
+        return Page(events=events, cursor=events[-1].ulid if events else cursor, moved=moved)
+
+    def _read(
+        self, conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int
+    ) -> list[Event]:
+        keys = ", ".join(f"f.{quote_ident(k)}" for k in info.key_names)
+        rows = run(
+            conn,
+            f"select f.shard_id, f.ulid, {keys} from {info.q('read_feed')}(%s, %s, %s) as f",
+            (shard, cursor, page_size),
+        )
+        return [Event(int(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows]
+
+    def safe_point(self, conn: Any, shard: int) -> SafePoint:
+        """The shard's safe point, head and number of pending writes (one snapshot)."""
+        info = self.info(conn)
+        row = run(
+            conn,
+            f"select safe_point, head, pending from {info.q('safe_point')}(%s)",
+            (shard,),
+        )[0]
+        return SafePoint(bytes(row[0]), bytes(row[1]), int(row[2]))
+
+    def tombstone(self, conn: Any, shard: int, session_id: int, write_id: int) -> bool:
+        """Abandon a stale pending write; returns whether this call won over its commit."""
+        info = self.info(conn)
+        rows = run(conn, f"select {info.q('tombstone')}(%s, %s, %s)", (shard, session_id, write_id))
+        return bool(rows[0][0])
+
+    # -- read barrier --------------------------------------------------------------------
+
+    def barrier_acquire(self, conn: Any, shard: int) -> Barrier:
+        """A barrier covering every transaction committed before this call."""
+        info = self.info(conn)
+        row = run(
+            conn,
+            f'select "position", outbox_sequence from {info.q("barrier_acquire")}(%s)',
+            (shard,),
+        )[0]
+        return Barrier(shard, bytes(row[0]), None if row[1] is None else int(row[1]))
+
+    def barrier_check(self, conn: Any, barrier: Barrier) -> bool:
+        """Whether a read up to the safe point now includes everything the barrier covers."""
+        info = self.info(conn)
+        rows = run(
+            conn,
+            f"select {info.q('barrier_check')}(%s, %s, %s)",
+            (barrier.shard_id, barrier.position, barrier.outbox_sequence),
+        )
+        return bool(rows[0][0])
+
+    def barrier_wait(
+        self,
+        conn: Any,
+        shard: int,
+        timeout_s: float = 10.0,
+        *,
+        barrier: Barrier | None = None,
+        poll_s: float = 0.005,
+    ) -> Barrier:
+        """Acquire a barrier (unless given one) and wait until it is released.
+
+        In outbox mode the outbox is moved while waiting, so the wait does not depend on
+        another reader. Raises :class:`BarrierTimeout` after ``timeout_s``.
+
+        >>> # feed.barrier_wait(conn, shard=0); then read_page(...) includes your commits
+        """
+        info = self.info(conn)
+        barrier = barrier if barrier is not None else self.barrier_acquire(conn, shard)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.barrier_check(conn, barrier):
+                return barrier
+            if info.mode == "outbox":
+                self.move_outbox(conn, shard)
+                if self.barrier_check(conn, barrier):
+                    return barrier
+            if time.monotonic() >= deadline:
+                raise BarrierTimeout(
+                    f"feed {self.feed_id} shard {shard}: the barrier at "
+                    f"{barrier.position.hex()} was not released within {timeout_s} s"
+                )
+            time.sleep(poll_s)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _require(self, conn: Any, mode: str, operation: str) -> FeedInfo:
+        info = self.info(conn)
+        if info.mode != mode:
+            raise WrongMode(
+                f"{operation} is for {mode} mode, but feed {self.feed_id} is in {info.mode} mode"
+            )
+        return info
+
+
+def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:
+    """``feed_id -> mode`` of every feed registered under ``schema``."""
+    rows = run(conn, f"select feed_id, mode from {quote_ident(schema)}.feeds order by 1")
+    return {str(r[0]): str(r[1]) for r in rows}
