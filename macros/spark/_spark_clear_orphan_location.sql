@@ -1,0 +1,30 @@
+{#-
+  Deletes the managed location of a table that is NOT in the catalog (docs/protocol.md
+  11.5). A killed `create table ... as select` leaves files there, after which Spark
+  refuses to create the table (LOCATION_ALREADY_EXISTS) until someone deletes them.
+  There is no SQL to delete a directory, but dropping a managed table deletes its
+  location: so a throw-away managed table is pointed at the location and dropped.
+  Idempotent, and safe to kill at any point (a re-run repeats it).
+-#}
+{% macro _spark_clear_orphan_location(relation) %}
+  {%- set location = changefeed._spark_schema_location(relation.schema) -%}
+  {%- set cleanup = api.Relation.create(
+      database=relation.database, schema=relation.schema,
+      identifier=(relation.identifier | lower) ~ '__changefeed_cleanup', type='table') -%}
+  {%- set path = location.rstrip('/') ~ '/' ~ (relation.identifier | lower) -%}
+  {%- do log("changefeed: clearing the location " ~ path ~ " of " ~ relation ~ " (not in the catalog) before creating it") -%}
+  {%- do run_query('create table if not exists ' ~ cleanup ~ ' (x int) using parquet') -%}
+  {%- do run_query("alter table " ~ cleanup ~ " set location '" ~ path | replace("'", "\\'") ~ "'") -%}
+  {%- do run_query('drop table if exists ' ~ cleanup) -%}
+{% endmacro %}
+
+
+{% macro _spark_schema_location(schema) %}
+  {%- set rows = run_query('describe schema extended ' ~ adapter.quote(schema)) -%}
+  {%- for row in rows.rows -%}
+    {%- if (row[0] | string | trim | lower) in ['location', 'database location', 'namespace location'] -%}
+      {{ return(row[1] | string | trim) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ exceptions.raise_compiler_error("changefeed: could not find the location of schema " ~ schema) }}
+{% endmacro %}

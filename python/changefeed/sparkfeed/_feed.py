@@ -1,0 +1,151 @@
+"""The commit rule of a Spark feed (docs/protocol.md 11.2, 11.3 and 11.5) in PySpark."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+SHARD_COLUMN: Final = "shard_id"
+ULID_COLUMN: Final = "ulid"
+BATCH_COLUMN: Final = "changefeed_batch"
+RESERVED_COLUMNS: Final = (SHARD_COLUMN, ULID_COLUMN, BATCH_COLUMN)
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+class FeedOrderError(ValueError):
+    """A batch would put an event at or below its shard's head (invariant F3)."""
+
+
+def _table(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"a feed table is named 'schema.table' or 'table'; got {name!r}")
+    return name
+
+
+def _exists(spark: Any, table: str) -> bool:
+    return bool(spark.catalog.tableExists(table))
+
+
+def feed_heads(spark: Any, table: str) -> dict[int, bytes]:
+    """Each shard's head (= safe point): max(ulid) over the committed rows.
+
+    Empty for a feed that does not exist yet.
+    """
+    table = _table(table)
+    if not _exists(spark, table):
+        return {}
+    spark.sql(f"refresh table {table}")
+    rows = spark.sql(
+        f"select {SHARD_COLUMN}, max({ULID_COLUMN}) as head from {table} "
+        f"where {SHARD_COLUMN} is not null group by {SHARD_COLUMN}"
+    ).collect()
+    return {int(row[0]): bytes(row[1]) for row in rows}
+
+
+def next_batch(spark: Any, table: str) -> int:
+    """The batch number of the next write: 1 + the highest committed batch (1 if none)."""
+    table = _table(table)
+    if not _exists(spark, table):
+        return 1
+    value = spark.sql(f"select max({BATCH_COLUMN}) from {table}").collect()[0][0]
+    return 1 if value is None else int(value) + 1
+
+
+def _schema_location(spark: Any, schema: str) -> str:
+    for row in spark.sql(f"describe schema extended `{schema}`").collect():
+        if str(row[0]).strip().lower() in ("location", "database location", "namespace location"):
+            return str(row[1]).strip()
+    raise RuntimeError(f"could not find the location of schema {schema}")
+
+
+def clear_orphan_location(spark: Any, table: str) -> None:
+    """Delete the managed location of a table that is not in the catalog (protocol 11.5).
+
+    A killed ``create table ... as select`` leaves files there, after which Spark refuses
+    to create the table. Does nothing if the table exists.
+    """
+    table = _table(table)
+    if _exists(spark, table):
+        return
+    schema, _, name = table.rpartition(".")
+    schema = schema or spark.catalog.currentDatabase()
+    path = _schema_location(spark, schema).rstrip("/") + "/" + name.lower()
+    cleanup = f"{schema}.{name.lower()}__changefeed_cleanup"
+    spark.sql(f"create table if not exists {cleanup} (x int) using parquet")
+    spark.sql(f"alter table {cleanup} set location '{path}'")
+    spark.sql(f"drop table if exists {cleanup}")
+
+
+def write_batch(spark: Any, table: str, events: Any) -> int:
+    """Write ``events`` to the parquet feed ``table`` as one batch; return its number.
+
+    ``events`` is a DataFrame with ``shard_id`` (int), ``ulid`` (16-byte binary) and any
+    key/payload columns (no ``changefeed_batch``). The table is created on the first
+    write. The batch commits when its partition is registered, so a write killed at any
+    moment leaves nothing visible, and calling this again writes the same batch number.
+    Returns 0 and writes nothing for an empty DataFrame. Raises :class:`FeedOrderError`
+    if an event is not above its shard's head (the feed must only move forward).
+    """
+    table = _table(table)
+    names = [field.name for field in events.schema.fields]
+    lowered = [n.lower() for n in names]
+    for required, kind in ((SHARD_COLUMN, "int"), (ULID_COLUMN, "binary")):
+        if required not in lowered:
+            raise ValueError(f"events need a {required} column ({kind}); got {names}")
+    if BATCH_COLUMN in lowered:
+        raise ValueError(f"events may not carry {BATCH_COLUMN}: the writer assigns it")
+    types = {f.name.lower(): f.dataType.simpleString() for f in events.schema.fields}
+    if types[SHARD_COLUMN] != "int" or types[ULID_COLUMN] != "binary":
+        raise ValueError(
+            f"{SHARD_COLUMN} must be int and {ULID_COLUMN} binary; got "
+            f"{types[SHARD_COLUMN]} and {types[ULID_COLUMN]}"
+        )
+    view = "changefeed_write_batch_events"
+    events.createOrReplaceTempView(view)
+    stats = spark.sql(
+        f"select {SHARD_COLUMN}, min({ULID_COLUMN}) as low, count(*) as n, "
+        f"sum(case when length({ULID_COLUMN}) = 16 then 0 else 1 end) as bad "
+        f"from {view} group by {SHARD_COLUMN}"
+    ).collect()
+    if not stats:
+        return 0
+    heads = feed_heads(spark, table)
+    for row in stats:
+        shard, low, bad = row[0], row[1], row[3]
+        if shard is None or bad:
+            raise ValueError("every event needs a shard_id and a 16-byte ulid")
+        head = heads.get(int(shard))
+        if head is not None and bytes(low) <= head:
+            raise FeedOrderError(
+                f"{table} shard {shard}: event {bytes(low).hex()} is not above the head "
+                f"{head.hex()}; a feed only moves forward"
+            )
+    if not _exists(spark, table):
+        schema = table.rpartition(".")[0]
+        if schema:
+            spark.sql(f"create schema if not exists {schema}")
+        others = [n for n in names if n.lower() not in (SHARD_COLUMN, ULID_COLUMN)]
+        created = ", ".join(f"`{n}`" for n in [SHARD_COLUMN, ULID_COLUMN, *others])
+        clear_orphan_location(spark, table)
+        spark.sql(
+            f"create table {table} using parquet partitioned by ({BATCH_COLUMN}) as "
+            f"select {created}, cast(null as bigint) as {BATCH_COLUMN} from {view} where false"
+        )
+    # Insert by the table's column order (insert ... select is positional).
+    table_columns = [c for c in spark.table(table).columns if c.lower() != BATCH_COLUMN]
+    missing = sorted({c.lower() for c in table_columns} - set(lowered))
+    if missing:
+        raise ValueError(f"events lack the feed's columns {missing}")
+    columns = ", ".join(f"`{c}`" for c in table_columns)
+    batch = next_batch(spark, table)
+    previous = spark.conf.get("spark.sql.sources.partitionOverwriteMode")
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        spark.sql(
+            f"insert overwrite table {table} partition ({BATCH_COLUMN}) "
+            f"select {columns}, cast({batch} as bigint) as {BATCH_COLUMN} from {view}"
+        )
+    finally:
+        spark.conf.set("spark.sql.sources.partitionOverwriteMode", previous)
+    return batch
