@@ -140,3 +140,34 @@ def safe_point(uri: str, feed: str, shard: int) -> bytes:
 
 def options(uri: str, feed: str, **extra: Any) -> dict[str, str]:
     return {"connection": uri, "feed": feed, **{k: str(v) for k, v in extra.items()}}
+
+
+def client_rows(
+    uri: str, feed: str, shards: Iterable[int], page_size: int = 1000
+) -> list[tuple[Any, ...]]:
+    """Every event up to the safe point, read page by page with the PostgreSQL client."""
+    from changefeed.client import ZERO_ULID, PostgresFeed
+
+    client = PostgresFeed(feed)
+    out: list[tuple[Any, ...]] = []
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for shard in shards:
+            cursor = ZERO_ULID
+            while True:
+                page = client.read_page(conn, shard, cursor, page_size)
+                if not page.events:
+                    break
+                out += [(e.shard_id, e.ulid, *e.key) for e in page.events]
+                cursor = page.cursor
+    return sorted(out)
+
+
+def rows_of(frame: Any, *columns: str) -> list[tuple[Any, ...]]:
+    """A DataFrame's rows as sorted tuples, binary columns as bytes."""
+    names = list(columns) or frame.columns
+    rows = [tuple(bytes(v) if isinstance(v, (bytearray, memoryview)) else v for v in r)
+            for r in frame.select(*names).collect()]  # fmt: skip
+    try:
+        return sorted(rows)
+    except TypeError:  # e.g. None among the values
+        return sorted(rows, key=repr)
