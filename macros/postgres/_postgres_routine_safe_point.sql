@@ -1,6 +1,8 @@
 {#- safe_point:<feed>(shard_id) -> (safe_point, head, pending): protocol section 6, from
     the state row and the session table only (its cost does not grow with the feed).
-    head = the ULID below the state's next free start (16 zero bytes for a new shard);
+    head = ulid_high || int8(ulid_low - 1), the last ULID of the last committed block,
+    in signed arithmetic: after a block that ended at -1 the next free start is 0, and
+    the head is still that block's last ULID (16 zero bytes for a new shard);
     safe_point = least(head, the ULID below the first ULID of every pending session of
     the shard's current generation). One statement, so one snapshot. -#}
 {% macro _postgres_routine_safe_point(ctx) %}
@@ -8,7 +10,7 @@
   {%- set body -%}
 select least(h.head, p.first_pending) as safe_point, h.head, p.pending
   from (select coalesce(
-                 (select {{ changefeed._postgres_sql_ulid_before('st.ulid_high', 'st.ulid_low') }}
+                 (select st.ulid_high || pg_catalog.int8send(st.ulid_low - 1)
                     from {{ q['state'] }} as st where st.shard_id = $1),
                  pg_catalog.decode('00000000000000000000000000000000', 'hex')) as head) as h,
        (select (select se.before_ulid
