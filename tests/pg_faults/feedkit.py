@@ -174,7 +174,12 @@ class FeedKit:
         source: bool,
     ) -> None:
         with self.client.write(conn, shard, time_hint=hint) as w:
-            step("locked", write_id=w.write_id, backend_pid=conn.info.backend_pid)
+            step(
+                "locked",
+                write_id=w.write_id,
+                backend_pid=conn.info.backend_pid,
+                first_ulid=w.first_ulid.hex(),
+            )
             if source:
                 self._insert_source(conn, rows)
             if len(rows) <= 8:
@@ -282,6 +287,28 @@ class FeedKit:
                 self.q("outbox")
             ),
             [shard, shard],
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def session(self, conn: psycopg.Connection[Any], shard: int, pid: int) -> dict[str, Any]:
+        """The session row of backend ``pid`` on ``shard`` (blocking mode)."""
+        cur = conn.execute(
+            sql.SQL(
+                "select write_id, state, generation, first_ulid from {}"
+                " where shard_id = %s and session_id = %s"
+            ).format(self.q("session")),
+            [shard, pid],
+        )
+        cols = [d.name for d in cur.description or []]
+        row = cur.fetchone()
+        assert row is not None, f"no session row for backend {pid} on shard {shard}"
+        return dict(zip(cols, row, strict=True))
+
+    def generation(self, conn: psycopg.Connection[Any], shard: int) -> int:
+        row = conn.execute(
+            sql.SQL("select generation from {} where shard_id = %s").format(self.q("state")),
+            [shard],
         ).fetchone()
         assert row is not None
         return int(row[0])

@@ -174,3 +174,75 @@ def run_load(
         errors=errors,
         seconds=time.monotonic() - started,
     )
+
+
+class ThreadWrite:
+    """One recorded write in its own thread that can stop after a step until released.
+
+    ``hold`` names a step of :meth:`FeedKit.write` (``locked``, ``inserted``,
+    ``committing``); :attr:`steps` holds the monotonic time and data of every step
+    reached, and :attr:`ok` / :attr:`error` how the write ended.
+    """
+
+    def __init__(
+        self,
+        kit: FeedKit,
+        conn: psycopg.Connection[Any],
+        history: History,
+        shard: int,
+        keys: list[Any],
+        hold: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.steps: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.hold = hold
+        self.go = threading.Event()
+        self.started = time.monotonic()
+        self.ok: bool | None = None
+        self.error: BaseException | None = None
+        self.write_id: str | None = None
+        self._reached = threading.Condition()
+
+        def step(name: str, **data: Any) -> None:
+            with self._reached:
+                self.steps[name] = (time.monotonic(), data)
+                self._reached.notify_all()
+            if name == self.hold and not self.go.wait(60):
+                raise TimeoutError(f"held at {name} for 60 s")
+
+        def run() -> None:
+            try:
+                self.ok = write_once(kit, conn, history, shard, keys, step=step, **kwargs)
+                if not self.ok:
+                    self.write_id = list(history.writes)[-1]
+            except BaseException as exc:
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, name: str, timeout: float = 30.0) -> dict[str, Any]:
+        with self._reached:
+            if not self._reached.wait_for(
+                lambda: name in self.steps or not self.thread.is_alive(), timeout
+            ):
+                raise AssertionError(f"write did not reach {name} within {timeout} s")
+        if name not in self.steps:
+            raise AssertionError(f"write ended before {name}: ok={self.ok} error={self.error!r}")
+        return self.steps[name][1]
+
+    def seconds_to(self, name: str) -> float:
+        return self.steps[name][0] - self.started
+
+    def release(self) -> None:
+        self.go.set()
+
+    def join(self, timeout: float = 30.0) -> bool:
+        self.go.set()
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise AssertionError(f"write still running after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        assert self.ok is not None
+        return self.ok

@@ -101,6 +101,19 @@ class Child:
             )
         return event
 
+    def expect_through(self, ev: str, timeout: float = 30.0) -> dict[str, Any]:
+        """Skip the steps before ``ev`` (``locked``, ``inserted``, ...); fail on an error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.next_event(max(0.01, deadline - time.monotonic()))
+            if event["ev"] == ev:
+                return event
+            if event["ev"] in ("error", "exit", "ok", "page", "moved", "rows"):
+                raise ChildError(
+                    f"{self.name}: expected {ev!r}, got {event}; "
+                    f"stderr: {''.join(self.stderr)[-2000:]}"
+                )
+
     # -- faults -----------------------------------------------------------------------
 
     def kill(self) -> None:
@@ -117,10 +130,13 @@ class Child:
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
+            # End of input: a child waiting for a command (or a go) exits at once.
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
             try:
-                self.send("quit")
                 self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired, ValueError):
+            except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):

@@ -81,7 +81,7 @@ def run_write(kit: feedkit.FeedKit, conn: psycopg.Connection[Any], cmd: dict[str
     def step(name: str, **data: Any) -> None:
         emit(name, **data)
         if hold == name:
-            go = next_command()
+            go = next_command()  # end of input exits the process here
             if go.get("op") != "go":
                 raise RuntimeError(f"expected go after {name}, got {go}")
 
