@@ -140,12 +140,20 @@ def _parse_timestamp(text: str) -> datetime | None:
         return None
 
 
-def encode_offset(cursors: dict[int, bytes]) -> dict[str, Any]:
-    """The JSON-able offset of per-shard cursors (shards in numeric order)."""
-    return {
+def encode_offset(cursors: dict[int, bytes], *, initial: bool = False) -> dict[str, Any]:
+    """The JSON-able offset of per-shard cursors (shards in numeric order).
+
+    ``initial`` marks a stream's initial offset: it differs from every later offset, so
+    Spark always runs (and logs in its checkpoint) a first micro-batch, even an empty
+    one, and a restart never re-evaluates a starting position such as ``now``.
+    """
+    offset: dict[str, Any] = {
         "version": OFFSET_VERSION,
         "cursors": {str(shard): to_hex(cursors[shard]) for shard in sorted(cursors)},
     }
+    if initial:
+        offset["initial"] = True
+    return offset
 
 
 def decode_offset(offset: dict[str, Any] | str, *, what: str = "offset") -> dict[int, bytes]:

@@ -194,7 +194,7 @@ class FeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self.options.starting_position.kind == "now"
                 else {}
             )
-        offset = encode_offset(_starts(self.options, shards, now))
+        offset = encode_offset(_starts(self.options, shards, now), initial=True)
         self._last = offset
         return offset
 
