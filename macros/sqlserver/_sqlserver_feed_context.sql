@@ -1,0 +1,174 @@
+{#-
+  Everything the T-SQL generators need about one feed, computed and quoted once: object
+  names (raw, quoted, as a string literal), key column lists, lock and session_context
+  names, and the protocol constants. Pure: no queries, no adapter calls.
+
+  Names follow mssql-changefeed, `[changefeed].[kind:schema.table]`, and are shortened by
+  changefeed._feed_object_name (protocol section 9, unit = characters, limit 128) when
+  longer. mode none (teardown) lists the objects of both modes.
+-#}
+{% macro _sqlserver_feed_context(spec) %}
+  {%- set mode = spec.get('mode') -%}
+  {%- if mode not in ['blocking', 'outbox', none] -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: mode must be blocking or outbox; got: " ~ mode) }}
+  {%- endif -%}
+  {%- set schema_sql = changefeed._sqlserver_quote_name(spec['schema']) -%}
+
+  {#- key: (kind, class, modes) -#}
+  {%- set kinds = {
+      'state': ('state', 'table', ['blocking', 'outbox']),
+      'feed': ('feed', 'table', ['blocking', 'outbox']),
+      'outbox': ('outbox', 'table', ['outbox']),
+      'session': ('session', 'table', ['blocking', 'outbox']),
+      'incident': ('incident', 'table', ['blocking', 'outbox']),
+      'sequence': ('sequence', 'sequence', ['blocking', 'outbox']),
+      'read_type': ('type:read', 'type', ['blocking', 'outbox']),
+      'lock': ('lock', 'procedure', ['blocking']),
+      'update_state': ('update_state', 'procedure', ['blocking']),
+      'release': ('release', 'procedure', ['blocking']),
+      'ulid': ('ulid', 'function', ['blocking']),
+      'feed_write_lock': ('feed_write_lock', 'procedure', ['outbox']),
+      'read_feed': ('read_feed', 'procedure', ['blocking', 'outbox']),
+      'safe_point': ('safe_point', 'procedure', ['blocking', 'outbox']),
+      'tombstone': ('tombstone', 'procedure', ['blocking', 'outbox']),
+      'barrier_acquire': ('barrier_acquire', 'procedure', ['blocking', 'outbox']),
+      'barrier_check': ('barrier_check', 'procedure', ['blocking', 'outbox']),
+      'writer': ('changefeed_writer', 'role', ['blocking', 'outbox']),
+      'reader': ('changefeed_reader', 'role', ['blocking', 'outbox']),
+      'pk_state': ('pk:state', 'constraint', ['blocking', 'outbox']),
+      'pk_feed': ('pk:feed', 'constraint', ['blocking', 'outbox']),
+      'pk_outbox': ('pk:outbox', 'constraint', ['outbox']),
+      'pk_session': ('pk:session', 'constraint', ['blocking', 'outbox']),
+      'pk_incident': ('pk:incident', 'constraint', ['blocking', 'outbox']),
+      'ck_session_state': ('ck:session.state', 'constraint', ['blocking', 'outbox']),
+      'df_order_sequence': ('df:outbox.order_sequence', 'constraint', ['outbox']),
+      'df_txid': ('df:outbox.txid', 'constraint', ['outbox']),
+      'df_time_hint': ('df:outbox.time_hint', 'constraint', ['outbox']),
+      'ck_time_hint': ('ck:outbox.time_hint', 'constraint', ['outbox']),
+      'ix_outbox_txid': ('ix:outbox.txid', 'index', ['outbox']),
+  } -%}
+  {%- set n = {} -%}
+  {%- set registered = {} -%}
+  {%- for key, about in kinds.items() -%}
+    {%- set kind, cls, modes = about -%}
+    {%- if mode is none or mode in modes -%}
+      {%- set raw = changefeed._feed_object_name(spec, kind, 128, 'chars') -%}
+      {%- set quoted = changefeed._sqlserver_quote_name(raw) -%}
+      {%- if cls == 'role' -%}
+        {%- set entry = {'name': raw, 'class': cls, 'sql': quoted,
+                         'lit': changefeed._sqlserver_literal(raw)} -%}
+      {%- elif cls in ['constraint', 'index'] -%}
+        {%- set entry = {'name': raw, 'class': cls, 'sql': quoted,
+                         'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ quoted)} -%}
+      {%- else -%}
+        {%- set entry = {'name': raw, 'class': cls, 'sql': schema_sql ~ '.' ~ quoted,
+                         'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ quoted)} -%}
+      {%- endif -%}
+      {%- do n.update({key: entry}) -%}
+      {%- do registered.update({key: raw}) -%}
+    {%- endif -%}
+  {%- endfor -%}
+
+  {#- Key columns. The feed's own column names are reserved (compared case-insensitively,
+      as the usual case-insensitive collations would). -#}
+  {%- set reserved = ['shard_id', 'ulid', 'order_sequence', 'txid', 'time_hint'] -%}
+  {%- set keys = spec.get('keys') or [] -%}
+  {%- set seen = [] -%}
+  {%- set key_names = [] -%}
+  {%- set key_decls = [] -%}
+  {%- set key_sig = [] -%}
+  {%- for key in keys -%}
+    {%- if key is not mapping or not key.get('name') or not key.get('data_type') -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: every key column needs a name and a data_type; got: " ~ key) }}
+    {%- endif -%}
+    {%- set name = key['name'] -%}
+    {%- if name | lower in reserved -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: key column '" ~ name ~ "' of " ~ spec['feed_id']
+          ~ " has the name of a column of the feed's own tables (" ~ reserved | join(', ')
+          ~ "); choose another key (key: [...]) or rename the column") }}
+    {%- endif -%}
+    {%- if name | lower in seen -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: key column '" ~ name ~ "' of " ~ spec['feed_id'] ~ " is listed twice") }}
+    {%- endif -%}
+    {%- do seen.append(name | lower) -%}
+    {%- set data_type = key['data_type'] | string | trim -%}
+    {%- if not modules.re.fullmatch('(?i)[a-z][a-z0-9_]*( ?\\( ?(max|[0-9]+)( ?, ?[0-9]+)? ?\\))?', data_type) -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: key column '" ~ name ~ "' of " ~ spec['feed_id']
+          ~ " has a data type that cannot be written safely into T-SQL: " ~ data_type) }}
+    {%- endif -%}
+    {%- set collation = key.get('collation') -%}
+    {%- if collation and not modules.re.fullmatch('[A-Za-z0-9_]+', collation) -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: key column '" ~ name ~ "' of " ~ spec['feed_id']
+          ~ " has an unexpected collation name: " ~ collation) }}
+    {%- endif -%}
+    {%- set nullable = key.get('nullable', false) -%}
+    {%- set quoted = changefeed._sqlserver_quote_name(name) -%}
+    {%- do key_names.append(quoted) -%}
+    {%- do key_decls.append(quoted ~ ' ' ~ data_type
+        ~ (' collate ' ~ collation if collation else '')
+        ~ (' null' if nullable else ' not null')) -%}
+    {%- do key_sig.append([name, data_type, collation or none, nullable]) -%}
+  {%- endfor -%}
+
+  {#- Protocol constants (section 3). Jinja has no bitwise operators, so the masks are
+      computed arithmetically and written as 8-byte hex literals. -#}
+  {%- set bits = spec.get('block_bits', 36) -%}
+  {%- if bits is not integer or bits < 8 or bits > 60 -%}
+    {{ exceptions.raise_compiler_error("changefeed: block_bits must be a whole number in [8, 60]; got: " ~ bits) }}
+  {%- endif -%}
+  {%- set block = 2 ** bits -%}
+  {%- set stall = spec.get('stall_timeout_ms', 5000) -%}
+  {%- set probe = spec.get('lock_probe_ms', 20) -%}
+  {%- if mode is not none and (stall is not integer or probe is not integer
+        or probe < 0 or stall <= probe or stall > 2147483647) -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: need 0 <= lock_probe_ms < stall_timeout_ms < 2^31; got lock_probe_ms="
+        ~ probe ~ ", stall_timeout_ms=" ~ stall) }}
+  {%- endif -%}
+
+  {#- Lock and session_context names. The lock name is `<schema>/<feed_id>/<shard>/<generation>`
+      (protocol 4.1; `changefeed/shop.orders/0/0` by default). sp_getapplock takes at most
+      255 characters, so the feed id is shortened by the long-name rule to leave room for
+      the longest shard and generation suffix. -#}
+  {%- set lock_stem = changefeed._feed_object_name(spec, spec['schema'], 255 - 23, 'chars') -%}
+  {%- set lock_prefix = spec['schema'] ~ '/' ~ lock_stem[spec['schema'] | length + 1:] ~ '/' -%}
+  {%- set context_key = 'changefeed/' ~ local_md5(spec['schema'] ~ '/' ~ spec['feed_id']) ~ '/' -%}
+  {%- set options = {'stall_timeout_ms': stall, 'lock_probe_ms': probe, 'block_bits': bits} -%}
+
+  {{ return({
+      'spec': spec,
+      'mode': mode,
+      'feed_id': spec['feed_id'],
+      'feed_lit': changefeed._sqlserver_literal(spec['feed_id']),
+      'schema_sql': schema_sql,
+      'schema_lit': changefeed._sqlserver_literal(spec['schema']),
+      'n': n,
+      'names_json': tojson(registered, sort_keys=true),
+      'key_names': key_names,
+      'key_decls': key_decls,
+      'key_sig_json': tojson(key_sig),
+      'options_json': tojson(options, sort_keys=true),
+      'version': spec.get('protocol_version', 1),
+      'bits': bits,
+      'block': block,
+      'block_minus_1': block - 1,
+      'max_continue': 2 ** 63 - 1 - block,
+      'fresh_mask': '0x%016X' % (2 ** 64 - 2 ** 62 - block),
+      'align_mask': '0x%016X' % (2 ** 64 - block),
+      'stall_timeout_ms': stall,
+      'lock_probe_ms': probe,
+      'lock_prefix_lit': changefeed._sqlserver_literal(lock_prefix),
+      'setup_lock_lit': changefeed._sqlserver_literal(spec['schema'] ~ '/setup'),
+      'key_u': changefeed._sqlserver_literal(context_key ~ 'u'),
+      'key_w': changefeed._sqlserver_literal(context_key ~ 'w'),
+      'key_s': changefeed._sqlserver_literal(context_key ~ 's'),
+      'key_n': changefeed._sqlserver_literal(context_key ~ 'n'),
+      'zero16': '0x00000000000000000000000000000000',
+  }) }}
+{% endmacro %}

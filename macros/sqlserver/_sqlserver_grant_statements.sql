@@ -1,0 +1,38 @@
+{#-
+  Permissions (protocol section 9). The writer may take the lock, number its rows and
+  publish (blocking), or insert into the outbox (outbox); it reads nothing. The reader
+  may read the feed and call the reading procedures; it writes nothing directly. The
+  procedures reach the tables through ownership chaining (same owner, same schema), so
+  no table permission is needed for them, and nothing is granted to public.
+-#}
+{% macro _sqlserver_grant_statements(c) %}
+  {%- set n = c.n -%}
+  {%- set writer = [] -%}
+  {%- if c.mode == 'blocking' -%}
+    {%- do writer.append('grant execute on object::' ~ n.lock.sql) -%}
+    {%- do writer.append('grant execute on object::' ~ n.update_state.sql) -%}
+    {%- do writer.append('grant execute on object::' ~ n.release.sql) -%}
+    {%- do writer.append('grant execute on object::' ~ n.ulid.sql) -%}
+    {%- do writer.append('grant insert on object::' ~ n.feed.sql) -%}
+  {%- else -%}
+    {%- do writer.append('grant insert on object::' ~ n.outbox.sql) -%}
+  {%- endif -%}
+  {%- do writer.append('grant update on object::' ~ n.sequence.sql) -%}
+  {%- set reader = [
+      'grant select on object::' ~ n.feed.sql,
+      'grant execute on object::' ~ n.read_feed.sql,
+      'grant execute on object::' ~ n.safe_point.sql,
+      'grant execute on object::' ~ n.tombstone.sql,
+      'grant execute on object::' ~ n.barrier_acquire.sql,
+      'grant execute on object::' ~ n.barrier_check.sql,
+      'grant execute on type::' ~ n.read_type.sql,
+  ] -%}
+  {%- set statements = [] -%}
+  {%- for grant in writer -%}
+    {%- do statements.append(grant ~ ' to ' ~ n.writer.sql ~ ';') -%}
+  {%- endfor -%}
+  {%- for grant in reader -%}
+    {%- do statements.append(grant ~ ' to ' ~ n.reader.sql ~ ';') -%}
+  {%- endfor -%}
+  {{ return(statements) }}
+{% endmacro %}

@@ -1,0 +1,204 @@
+{#-
+  [lock:<feed>] (blocking mode; protocol 4.1-4.3): take the shard's stall-proof lock,
+  open a pending write and return its block. Runs outside any transaction and commits
+  its own work, so the pending session is visible before the application's transaction.
+-#}
+{% macro _sqlserver_sql_lock(c) -%}
+{%- set n = c.n -%}
+create or alter procedure {{ n.lock.sql }}
+    @shard_id int,
+    @time_hint datetime2(3) = null,
+    @write_id uniqueidentifier = null output,
+    @ulid_high binary(8) = null output,
+    @ulid_low bigint = null output,
+    @stall_timeout_ms int = null,
+    @lock_probe_ms int = null
+as
+begin
+    -- changefeed protocol {{ c.version }}, blocking mode (docs/protocol.md 4.1-4.3)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+
+    declare
+        @msg nvarchar(2048),
+        @t datetime2(3),
+        @g int,
+        @g_now int,
+        @rc int,
+        @name nvarchar(255),
+        @waited_from datetime2(7),
+        @sessions0 varbinary(64),
+        @sessions1 varbinary(64),
+        @time0 datetime2(3),
+        @high0 binary(8),
+        @low0 bigint,
+        @time1 datetime2(3),
+        @high1 binary(8),
+        @low1 bigint,
+        @st_time datetime2(3),
+        @st_high binary(8),
+        @st_low bigint,
+        @st_gen int,
+        @b_time datetime2(3),
+        @b_high binary(8),
+        @b_start bigint,
+        @seq_start bigint,
+        @u binary(24),
+        @burned bit,
+        @holder_session_id int,
+        @holder_write_id uniqueidentifier;
+    declare @holders table (session_id int not null, write_id uniqueidentifier not null, started_at datetime2(7) not null);
+
+    if @@trancount > 0
+        throw 51001, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.lock.sql ~ ' must be called outside any transaction (autocommit), before the transaction that writes the feed') }}, 1;
+    if @shard_id is null
+        throw 51002, N'changefeed: @shard_id must not be NULL', 1;
+    set @stall_timeout_ms = isnull(@stall_timeout_ms, {{ c.stall_timeout_ms }});
+    set @lock_probe_ms = isnull(@lock_probe_ms, {{ c.lock_probe_ms }});
+    if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
+        throw 51003, N'changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms', 1;
+    set @t = isnull(@time_hint, sysutcdatetime());
+    if @t < '1970-01-01'
+        throw 51004, N'changefeed: @time_hint must not be before 1970-01-01, where ULID time starts', 1;
+
+    -- A write this connection left unfinished on this feed (no update_state, no release)
+    -- is abandoned first, and its lock given back.
+    exec {{ n.release.sql }};
+
+    -- The first write to a shard creates its state row.
+    if not exists (select 1 from {{ n.state.sql }} with (readuncommitted) where shard_id = @shard_id)
+    begin
+        begin try
+            insert into {{ n.state.sql }} (shard_id, time, ulid_high, ulid_low, generation)
+            values (@shard_id, null, 0x0000000000000000, 0, 0);
+        end try
+        begin catch
+            if error_number() not in (2601, 2627)
+                throw;
+        end catch;
+    end;
+
+    begin try
+        while 1 = 1
+        begin
+            -- 4.1: the lock name carries the shard's generation (incident count). A dirty
+            -- read: it never waits, and a generation that is not committed yet is caught below.
+            select @g = generation from {{ n.state.sql }} with (readuncommitted) where shard_id = @shard_id;
+            set @name = concat({{ c.lock_prefix_lit }}, @shard_id, N'/', @g);
+            -- Remember the name before taking the lock, so release can give it back even if
+            -- this call is interrupted right after sp_getapplock.
+            exec sp_set_session_context @key = {{ c.key_n }}, @value = @name;
+            set @waited_from = sysutcdatetime();
+
+            -- 4.2: a short wait first; only a queue or a stalled holder gets past it.
+            exec @rc = sp_getapplock
+                @Resource = @name, @LockMode = N'Exclusive', @LockOwner = N'Session',
+                @LockTimeout = @lock_probe_ms, @DbPrincipal = N'public';
+            if @rc = -1
+            begin
+                -- Sample this shard's progress, uncommitted work included: its state row
+                -- (every commit) and its session rows (every lock, update_state, release).
+                -- Not the feed's sequence: other shards move it too.
+                select @time0 = time, @high0 = ulid_high, @low0 = ulid_low
+                from {{ n.state.sql }} with (readuncommitted)
+                where shard_id = @shard_id;
+                {{ changefeed._sqlserver_sql_session_progress(c, '@sessions0', 16) }}
+
+                exec @rc = sp_getapplock
+                    @Resource = @name, @LockMode = N'Exclusive', @LockOwner = N'Session',
+                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N'public';
+                if @rc = -1
+                begin
+                    select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
+                    from {{ n.state.sql }} with (readuncommitted)
+                    where shard_id = @shard_id;
+                    {{ changefeed._sqlserver_sql_session_progress(c, '@sessions1', 20) }}
+                    -- Someone else burned it: follow the new generation. Progress: a queue of
+                    -- live writers, wait again. Neither: the holder is stalled, burn its name.
+                    if @g_now = @g
+                        and @sessions1 = @sessions0
+                        and (@time1 = @time0 or (@time1 is null and @time0 is null))
+                        and @high1 = @high0
+                        and @low1 = @low0
+                    begin
+                        {{ changefeed._sqlserver_sql_burn(c, 'stall', 24) }}
+                    end;
+                    continue;
+                end;
+            end;
+            if @rc < 0
+            begin
+                set @msg = concat(N'changefeed: sp_getapplock returned ', @rc, N' for lock ', @name);
+                throw 51005, @msg, 1;
+            end;
+
+            -- 4.3: we hold the name. Read the committed state under a shared lock, which
+            -- waits for a previous holder's commit (sent with its update_state).
+            begin transaction;
+            select @st_time = time, @st_high = ulid_high, @st_low = ulid_low, @st_gen = generation
+            from {{ n.state.sql }} with (holdlock, rowlock)
+            where shard_id = @shard_id;
+            if @st_gen = @g
+                break;
+            -- The name was burned while we waited for it: give it back, follow the new one.
+            commit;
+            while applock_mode(N'public', @name, N'Session') <> N'NoLock'
+                exec sp_releaseapplock @Resource = @name, @LockOwner = N'Session', @DbPrincipal = N'public';
+        end;
+
+        -- 1. Any other pending write of this shard is dead or burned: we hold the lock.
+        update {{ n.session.sql }}
+        set state = 2, ended_at = sysutcdatetime(), end_reason = N'reaped'
+        where shard_id = @shard_id and state = 0 and session_id <> @@spid;
+
+        -- 2. This write's block (protocol section 3).
+        {{ changefeed._sqlserver_sql_block(c, 8) }}
+        set @seq_start = next value for {{ n.sequence.sql }};
+        set @write_id = newid();
+
+        -- 3. The pending session row, with the state the block was computed from.
+        update {{ n.session.sql }}
+        set
+            write_id = @write_id,
+            state = 0,
+            generation = @g,
+            time = @b_time,
+            ulid_high = @b_high,
+            block_start = @b_start,
+            first_ulid = convert(binary(16), @b_high + convert(binary(8), @b_start)),
+            expected_time = @st_time,
+            expected_ulid_high = @st_high,
+            expected_ulid_low = @st_low,
+            started_at = sysutcdatetime(),
+            ended_at = null,
+            end_reason = null
+        where shard_id = @shard_id and session_id = @@spid;
+        if @@rowcount = 0
+            insert into {{ n.session.sql }} (
+                shard_id, session_id, write_id, state, generation, time, ulid_high, block_start,
+                first_ulid, expected_time, expected_ulid_high, expected_ulid_low, started_at)
+            values (
+                @shard_id, @@spid, @write_id, 0, @g, @b_time, @b_high, @b_start,
+                convert(binary(16), @b_high + convert(binary(8), @b_start)), @st_time, @st_high,
+                @st_low, sysutcdatetime());
+
+        -- 4. The connection's write: ulid() reads (ulid_high, block_start, seq_start),
+        -- update_state and release read the shard, the write id and the lock name.
+        set @u = convert(binary(24), @b_high + convert(binary(8), @b_start) + convert(binary(8), @seq_start));
+        exec sp_set_session_context @key = {{ c.key_u }}, @value = @u;
+        exec sp_set_session_context @key = {{ c.key_w }}, @value = @write_id;
+        exec sp_set_session_context @key = {{ c.key_s }}, @value = @shard_id;
+
+        -- 5. Publish the pending session before the application's transaction starts.
+        commit;
+        select @ulid_high = @b_high, @ulid_low = @b_start;
+    end try
+    begin catch
+        if @@trancount > 0
+            rollback;
+        {{ changefeed._sqlserver_sql_release_lock(c, 8) }}
+        throw;
+    end catch;
+end
+{%- endmacro %}

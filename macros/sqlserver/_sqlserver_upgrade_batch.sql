@@ -1,0 +1,58 @@
+{#-
+  Re-creates a registered feed's procedures and functions (`create or alter`) and its
+  grants, in one batch and one transaction under the setup lock; tables, data and roles
+  are kept. The mode and key must match the registry. Result: action = upgraded.
+-#}
+{% macro _sqlserver_upgrade_batch(spec) %}
+  {%- set c = changefeed._sqlserver_feed_context(changefeed._sqlserver_require_mode(spec)) -%}
+  {%- set feeds = c.schema_sql ~ '.[feeds]' -%}
+  {%- set lit = changefeed._sqlserver_literal -%}
+  {%- set out = [] -%}
+  {%- set header -%}
+-- changefeed upgrade of feed {{ tojson(c.feed_id) }} ({{ c.mode }} mode) in schema {{ tojson(spec['schema']) }}, protocol {{ c.version }}.
+-- Re-creates procedures and functions only. One batch, one transaction.
+set nocount on;
+set xact_abort on;
+declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max);
+begin transaction;
+exec @rc = sp_getapplock
+    @Resource = {{ c.setup_lock_lit }}, @LockMode = N'Exclusive', @LockOwner = N'Transaction',
+    @LockTimeout = 60000, @DbPrincipal = N'public';
+if @rc < 0
+    throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+if object_id({{ lit(feeds) }}, N'U') is null
+    throw 51056, {{ lit('changefeed: feed ' ~ c.feed_id ~ ' is not set up (no registry ' ~ feeds ~ '); run changefeed.setup_feed first') }}, 1;
+select @mode = mode, @keys = key_signature
+from {{ feeds }}
+where feed_id = {{ c.feed_lit }};
+if @@rowcount = 0
+    throw 51056, {{ lit('changefeed: feed ' ~ c.feed_id ~ ' is not set up; run changefeed.setup_feed first') }}, 1;
+if @mode <> {{ lit(c.mode) }}
+begin
+    set @msg = concat(
+        N'changefeed: the feed ', {{ c.feed_lit }}, N' is set up in ', @mode,
+        N' mode, but upgrade_feed was given {{ c.mode }}; upgrade_feed cannot change the mode: run changefeed.teardown_feed and then changefeed.setup_feed');
+    throw 51051, @msg, 1;
+end;
+if convert(varbinary(max), @keys) <> convert(varbinary(max), {{ lit(c.key_sig_json) }})
+begin
+    set @msg = concat(
+        N'changefeed: the key of feed ', {{ c.feed_lit }}, N' changed: set up with ', @keys, N', now ',
+        {{ lit(c.key_sig_json) }}, N'; upgrade_feed cannot change the key: run changefeed.teardown_feed and then changefeed.setup_feed');
+    throw 51052, @msg, 1;
+end;
+  {%- endset -%}
+  {%- do out.append(header) -%}
+  {%- for statement in changefeed._sqlserver_code_statements(c) + changefeed._sqlserver_grant_statements(c) -%}
+    {%- do out.append(statement) -%}
+  {%- endfor -%}
+  {%- set footer -%}
+update {{ feeds }}
+set options = {{ lit(c.options_json) }}, protocol_version = {{ c.version }}, updated_at = sysutcdatetime()
+where feed_id = {{ c.feed_lit }};
+commit;
+select N'upgraded' as action;
+  {%- endset -%}
+  {%- do out.append(footer) -%}
+  {{ return(out | join('\n\n') ~ '\n') }}
+{% endmacro %}

@@ -1,0 +1,164 @@
+"""The render matrix of the SQL Server generators: feed specs (single and composite keys,
+many key types and collations, hostile names, 128-character names, both modes, other
+options), rendered through real dbt under the postgres target (the generators are pure
+Jinja and never touch the adapter), and kept as reviewed golden files in
+``tests/golden/sqlserver/<case>.sql``.
+
+``CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py`` rewrites them.
+The live suite (``tests/sqlserver_live``) executes the same golden batches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "sqlserver"
+SECTIONS = ("setup", "upgrade", "teardown")
+_MARK = "-- @@changefeed-golden {}@@"
+
+#: One 128-character identifier, the longest a sysname can hold.
+LONG_128 = ("long_" * 26)[:128]
+
+#: Names that break naive quoting: quotes, brackets, `;`, spaces, a reserved word,
+#: comment markers, non-ASCII (including a character outside the BMP), a newline.
+HOSTILE_SCHEMA = "we'ird]] sch;ema"
+HOSTILE_TABLE = "select 'x'; drop table [t]] -- æøå 日本 \U0001f600"
+HOSTILE_KEYS = [
+    {"name": "[key]", "data_type": "int", "collation": None},
+    {"name": "o'clock; --", "data_type": "nvarchar(20)", "collation": "Latin1_General_CS_AS"},
+    {"name": "end", "data_type": "datetime2(7)", "collation": None},
+    {"name": "ünïcødé\ncol", "data_type": "decimal(18, 4)", "collation": None},
+]
+
+
+def spec(
+    schema: str,
+    table: str,
+    mode: str,
+    keys: Sequence[Mapping[str, Any]],
+    *,
+    changefeed_schema: str = "changefeed",
+    stall_timeout_ms: int = 5000,
+    lock_probe_ms: int = 20,
+) -> dict[str, Any]:
+    """A feed spec as changefeed._feed_spec builds it (see macros/_feed/_feed_spec.sql)."""
+    return {
+        "feed_id": f"{schema}.{table}",
+        "database": "changefeed_test",
+        "source_schema": schema,
+        "source_table": table,
+        "source_relation": "[{}].[{}]".format(schema.replace("]", "]]"), table.replace("]", "]]")),
+        "schema": changefeed_schema,
+        "mode": mode,
+        "keys": [dict(k) for k in keys],
+        "stall_timeout_ms": stall_timeout_ms,
+        "lock_probe_ms": lock_probe_ms,
+        "block_bits": 36,
+        "protocol_version": 1,
+    }
+
+
+INT_KEY = [{"name": "order_id", "data_type": "int", "collation": None}]
+COMPOSITE_KEY = [
+    {"name": "tenant_id", "data_type": "uniqueidentifier", "collation": None},
+    {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"},
+    {"name": "version", "data_type": "bigint", "collation": None},
+]
+MANY_TYPES_KEY = [
+    {"name": "booked_at", "data_type": "datetime2(3)", "collation": None},
+    {"name": "amount", "data_type": "decimal(18, 4)", "collation": None},
+    {"name": "note", "data_type": "varchar(max)", "collation": "SQL_Latin1_General_CP1_CI_AS"},
+    {"name": "code", "data_type": "char(10)", "collation": "Danish_Norwegian_CS_AS"},
+    {"name": "day", "data_type": "date", "collation": None, "nullable": True},
+    {"name": "blob", "data_type": "varbinary(max)", "collation": None},
+]
+
+CASES: dict[str, dict[str, Any]] = {
+    "blocking_int": spec("shop", "orders", "blocking", INT_KEY),
+    "outbox_int": spec("shop", "orders", "outbox", INT_KEY),
+    "blocking_composite": spec("shop", "order_lines", "blocking", COMPOSITE_KEY),
+    "outbox_composite": spec("shop", "order_lines", "outbox", COMPOSITE_KEY),
+    "outbox_many_types": spec(
+        "ledger", "entries", "outbox", MANY_TYPES_KEY, stall_timeout_ms=800, lock_probe_ms=10
+    ),
+    "blocking_other_schema": spec(
+        "shop", "orders", "blocking", INT_KEY, changefeed_schema="changefeed v2"
+    ),
+    "blocking_hostile": spec(HOSTILE_SCHEMA, HOSTILE_TABLE, "blocking", HOSTILE_KEYS),
+    "outbox_hostile": spec(HOSTILE_SCHEMA, HOSTILE_TABLE, "outbox", HOSTILE_KEYS),
+    "blocking_long_names": spec(LONG_128, LONG_128, "blocking", COMPOSITE_KEY),
+    "outbox_long_names": spec(
+        LONG_128, LONG_128[:-1] + "y", "outbox", INT_KEY, changefeed_schema=LONG_128
+    ),
+}
+
+
+def jinja_string(value: str) -> str:
+    """A Jinja string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def jinja_spec(value: Mapping[str, Any]) -> str:
+    """A Jinja expression that evaluates to the spec dict."""
+    return "fromjson(" + jinja_string(json.dumps(value, ensure_ascii=False)) + ")"
+
+
+def snippets(case: Mapping[str, Any]) -> dict[str, str]:
+    """The Jinja snippets that render one case: its three batches, its statement list and
+    its object names (both as JSON)."""
+    s = jinja_spec(case)
+    any_mode = jinja_spec({**case, "mode": None})
+    return {
+        "setup": "{{ changefeed._sqlserver_setup_batch(" + s + ") }}",
+        "upgrade": "{{ changefeed._sqlserver_upgrade_batch(" + s + ") }}",
+        "teardown": "{{ changefeed._sqlserver_teardown_batch(" + s + ") }}",
+        "statements": "{{ tojson(changefeed._sqlserver_feed_statements(" + s + ")) }}",
+        # every object name of the feed, both modes' (what teardown drops)
+        "names": "{{ changefeed._sqlserver_feed_context(" + any_mode + ")['names_json'] }}",
+    }
+
+
+def render_cases(dbt: Any, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Render the named cases in ONE dbt invocation: {case: {section: sql, 'statements': [..]}}."""
+    keys: list[tuple[str, str]] = []
+    jinja: list[str] = []
+    for name in names:
+        for section, snippet in snippets(CASES[name]).items():
+            keys.append((name, section))
+            jinja.append(snippet)
+    rendered = dbt.render_many(jinja, "postgres")
+    out: dict[str, dict[str, Any]] = {name: {} for name in names}
+    for (name, section), text in zip(keys, rendered, strict=True):
+        out[name][section] = json.loads(text) if section in ("statements", "names") else text + "\n"
+    return out
+
+
+def golden_path(name: str) -> Path:
+    return GOLDEN_DIR / f"{name}.sql"
+
+
+def golden_text(name: str, sections: Mapping[str, str]) -> str:
+    header = (
+        f"-- Golden output of the SQL Server generators for render case {name!r}\n"
+        "-- (tests/sqlserver_matrix.py). Reviewed by hand; regenerate with\n"
+        "-- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py\n"
+    )
+    parts = [header]
+    for section in SECTIONS:
+        parts.append(_MARK.format(section) + "\n" + sections[section])
+    return "\n".join(parts)
+
+
+def read_golden(name: str) -> dict[str, str]:
+    """The sections of a golden file: {'setup': sql, 'upgrade': sql, 'teardown': sql}."""
+    text = golden_path(name).read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    for section in reversed(SECTIONS):
+        text, sep, body = text.partition(_MARK.format(section) + "\n")
+        if not sep:
+            raise ValueError(f"{golden_path(name)} has no {section} section")
+        out[section] = body.rstrip("\n") + "\n"
+    return {s: out[s] for s in SECTIONS}
