@@ -254,6 +254,18 @@ class FeedKit:
         page = self.client.read_page(conn, shard, cursor, page_size)
         return [(e.ulid, self.key_of(e.key)) for e in page.events]
 
+    def read_raw(
+        self, conn: psycopg.Connection[Any], shard: int, cursor: bytes, page_size: int
+    ) -> list[Event]:
+        """``read_feed`` alone: never moves the outbox (for barrier checks)."""
+        rows = conn.execute(
+            sql.SQL("select ulid, {} from {}(%s, %s, %s)").format(
+                self.key_idents, self.q("read_feed")
+            ),
+            [shard, cursor, page_size],
+        ).fetchall()
+        return [(bytes(r[0]), self.key_of(r[1:])) for r in rows]
+
     def safe_point(self, conn: psycopg.Connection[Any], shard: int) -> tuple[bytes, bytes, int]:
         sp = self.client.safe_point(conn, shard)
         return sp.safe_point, sp.head, sp.pending
