@@ -88,6 +88,21 @@ def test_blocking_barrier_is_released_at_once(
     check(history, kit.final(admin))
 
 
+def diagnose(kit: FeedKit, conn: psycopg.Connection[Any], barrier: Any) -> str:
+    safe_point, head, _ = kit.safe_point(conn, 0)
+    text = f"safe point {safe_point.hex()} head {head.hex()}"
+    if kit.mode == "outbox":
+        rows = conn.execute(
+            psycopg.sql.SQL(
+                "select order_sequence, txid::text from {} where shard_id = 0 "
+                "and order_sequence <= %s order by 1 limit 5"
+            ).format(kit.q("outbox")),
+            [barrier.outbox_sequence],
+        ).fetchall()
+        text += f"; unmoved outbox rows at or below the barrier: {rows}"
+    return text
+
+
 @pytest.mark.parametrize("mode", ["blocking", "outbox"])
 def test_barriers_under_load(
     make_feed: MakeFeed, connect: Connections, admin: psycopg.Connection[Any], mode: str
@@ -98,6 +113,7 @@ def test_barriers_under_load(
     kit = make_feed(mode, stall_timeout_ms=2000)
     history = History()
     stop = threading.Event()
+    mover_stop = threading.Event()
     errors: list[BaseException] = []
     closed_polls = [0]
     barriers = [0]
@@ -116,7 +132,7 @@ def test_barriers_under_load(
     def mover() -> None:
         try:
             conn = connect()
-            while not stop.is_set():
+            while not mover_stop.is_set():  # until every client has had its last barrier
                 kit.move_outbox(conn, 0)
                 time.sleep(0.03)
         except BaseException as exc:
@@ -142,7 +158,11 @@ def test_barriers_under_load(
                 deadline = time.monotonic() + 10
                 while not kit.client.barrier_check(rconn, barrier):
                     closed_polls[0] += 1
-                    assert time.monotonic() < deadline, "the barrier was never released"
+                    if time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"the barrier {barrier} was never released: "
+                            f"{diagnose(kit, rconn, barrier)}"
+                        )
                     time.sleep(0.002)
                 barriers[0] += 1
                 cursor = read_all_raw(
@@ -155,13 +175,15 @@ def test_barriers_under_load(
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
     threads += [threading.Thread(target=client, args=(i,)) for i in range(2)]
-    if mode == "outbox":
-        threads.append(threading.Thread(target=mover))
-    for t in threads:
+    movers = [threading.Thread(target=mover)] if mode == "outbox" else []
+    for t in threads + movers:
         t.start()
     time.sleep(run_for)
     stop.set()
     for t in threads:
+        t.join(30)
+    mover_stop.set()
+    for t in movers:
         t.join(30)
     assert not errors, errors
     assert barriers[0] >= 2
