@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "sqlserver"
-SECTIONS = ("setup", "upgrade", "teardown")
+SECTIONS = ("setup", "upgrade", "teardown", "key_columns")
 _MARK = "-- @@changefeed-golden {}@@"
 
 #: One 128-character identifier, the longest a sysname can hold.
@@ -26,7 +26,7 @@ LONG_128 = ("long_" * 26)[:128]
 #: comment markers, non-ASCII (including a character outside the BMP), a newline.
 HOSTILE_SCHEMA = "we'ird]] sch;ema"
 HOSTILE_TABLE = "select 'x'; drop table [t]] -- æøå 日本 \U0001f600"
-HOSTILE_KEYS = [
+HOSTILE_KEYS: list[dict[str, Any]] = [
     {"name": "[key]", "data_type": "int", "collation": None},
     {"name": "o'clock; --", "data_type": "nvarchar(20)", "collation": "Latin1_General_CS_AS"},
     {"name": "end", "data_type": "datetime2(7)", "collation": None},
@@ -61,13 +61,13 @@ def spec(
     }
 
 
-INT_KEY = [{"name": "order_id", "data_type": "int", "collation": None}]
-COMPOSITE_KEY = [
+INT_KEY: list[dict[str, Any]] = [{"name": "order_id", "data_type": "int", "collation": None}]
+COMPOSITE_KEY: list[dict[str, Any]] = [
     {"name": "tenant_id", "data_type": "uniqueidentifier", "collation": None},
     {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"},
     {"name": "version", "data_type": "bigint", "collation": None},
 ]
-MANY_TYPES_KEY = [
+MANY_TYPES_KEY: list[dict[str, Any]] = [
     {"name": "booked_at", "data_type": "datetime2(3)", "collation": None},
     {"name": "amount", "data_type": "decimal(18, 4)", "collation": None},
     {"name": "note", "data_type": "varchar(max)", "collation": "SQL_Latin1_General_CP1_CI_AS"},
@@ -107,14 +107,19 @@ def jinja_spec(value: Mapping[str, Any]) -> str:
 
 
 def snippets(case: Mapping[str, Any]) -> dict[str, str]:
-    """The Jinja snippets that render one case: its three batches, its statement list and
-    its object names (both as JSON)."""
+    """The Jinja snippets that render one case: its three batches, the key-column query of
+    its source table, its statement list and its object names (both as JSON)."""
     s = jinja_spec(case)
     any_mode = jinja_spec({**case, "mode": None})
     return {
         "setup": "{{ changefeed._sqlserver_setup_batch(" + s + ") }}",
         "upgrade": "{{ changefeed._sqlserver_upgrade_batch(" + s + ") }}",
         "teardown": "{{ changefeed._sqlserver_teardown_batch(" + s + ") }}",
+        # the catalogue query that finds the key columns of the source table
+        "key_columns": "{% set s = "
+        + s
+        + " %}{{ changefeed._sqlserver_key_columns_query(changefeed._sqlserver_quote_name("
+        + "s.source_schema) ~ '.' ~ changefeed._sqlserver_quote_name(s.source_table)) }}",
         "statements": "{{ tojson(changefeed._sqlserver_feed_statements(" + s + ")) }}",
         # every object name of the feed, both modes' (what teardown drops)
         "names": "{{ changefeed._sqlserver_feed_context(" + any_mode + ")['names_json'] }}",
@@ -153,7 +158,8 @@ def golden_text(name: str, sections: Mapping[str, str]) -> str:
 
 
 def read_golden(name: str) -> dict[str, str]:
-    """The sections of a golden file: {'setup': sql, 'upgrade': sql, 'teardown': sql}."""
+    """The sections of a golden file: {'setup': sql, 'upgrade': ..., 'teardown': ...,
+    'key_columns': ...}."""
     text = golden_path(name).read_text(encoding="utf-8")
     out: dict[str, str] = {}
     for section in reversed(SECTIONS):
@@ -162,3 +168,15 @@ def read_golden(name: str) -> dict[str, str]:
             raise ValueError(f"{golden_path(name)} has no {section} section")
         out[section] = body.rstrip("\n") + "\n"
     return {s: out[s] for s in SECTIONS}
+
+
+def registered_names(setup: str) -> dict[str, str]:
+    """The object names a setup batch registers ({kind: raw name}), read back from the
+    batch itself (the JSON literal it stores in the registry)."""
+    from tests.sqlserver_tsql import string_value, tokens
+
+    for token in tokens(setup):
+        if token.kind == "string" and token.text.startswith('N\'{"barrier_acquire"'):
+            names: dict[str, str] = json.loads(string_value(token.text))
+            return names
+    raise ValueError("the setup batch registers no names")

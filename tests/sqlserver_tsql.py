@@ -149,10 +149,10 @@ def patch_sqlfluff_tsql() -> None:
             )
         ]
     )
-    original = dialect._library["FunctionNameIdentifierSegment"]
+    original: Any = dialect._library["FunctionNameIdentifierSegment"]
 
     def function_name(d: Any) -> Any:
-        parser = original.expand(d)
+        parser: Any = original.expand(d)
         return RegexParser(
             r"[A-Z][A-Z0-9_]*|" + BRACKETED_IDENTIFIER,
             CodeSegment,

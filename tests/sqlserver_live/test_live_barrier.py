@@ -1,0 +1,41 @@
+"""The read barrier on a real SQL Server (protocol section 7, invariant R1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.sqlserver_live.livekit import LiveFeed, Server, run
+
+
+def test_blocking_barrier_releases_at_once_after_a_commit(fresh: Any, conn: Any) -> None:
+    feed: LiveFeed = fresh("blocking_int")
+    feed.write(conn, 0, [[1]])
+    barrier = feed.barrier_acquire(conn, 0)
+    assert barrier == (feed.safe_point(conn, 0)["head"], None)
+    assert feed.barrier_check(conn, 0, barrier) is True
+    assert [r[1] for r in feed.read_all(conn, 0)] == [1]
+    ahead = (barrier[0][:8] + b"\x7f" + bytes(7), None)
+    assert feed.barrier_check(conn, 0, ahead) is False
+
+
+def test_outbox_barrier_waits_for_the_move(fresh: Any, mssql: Server, conn: Any) -> None:
+    feed: LiveFeed = fresh("outbox_int")
+    with mssql.connection() as late:
+        # a transaction that has not committed when the barrier is acquired (its row has a
+        # smaller order_sequence) does not hold the barrier: R1 covers earlier commits only
+        run(
+            late,
+            "begin transaction;\n"
+            f"insert into {feed.obj('outbox')} (shard_id, {feed.keys_sql}) values (0, 2);",
+        )
+        feed.outbox_insert(conn, 0, [[1]])
+        barrier = feed.barrier_acquire(conn, 0)
+        assert barrier[1] is not None
+        assert feed.barrier_check(conn, 0, barrier) is False  # row 1 is still in the outbox
+        assert [r[1] for r in feed.read_feed(conn, 0)] == [1]  # moves the outbox
+        assert feed.barrier_check(conn, 0, barrier) is True
+        run(late, "commit;")
+    later = feed.barrier_acquire(conn, 0)
+    assert feed.barrier_check(conn, 0, later) is False  # row 2 committed before it
+    assert [r[1] for r in feed.read_all(conn, 0)] == [1, 2]
+    assert feed.barrier_check(conn, 0, later) is True
