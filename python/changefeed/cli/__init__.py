@@ -19,6 +19,8 @@ from changefeed import __version__
 #: Subcommand name -> module that implements it (``add_parser``, ``run``).
 SUBCOMMANDS: dict[str, str] = {
     "land": "changefeed.cli.land",
+    "status": "changefeed.cli.status",
+    "barrier": "changefeed.cli.barrier",
 }
 
 

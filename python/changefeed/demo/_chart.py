@@ -1,0 +1,130 @@
+"""A self-contained HTML report with SVG line charts (no plotting library needed)."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Point = tuple[float, float]
+
+WIDTH, HEIGHT = 760, 260
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 40
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    color: str
+    points: Sequence[Point]
+    dashed: bool = False
+    markers: bool = False
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round tick values covering ``[low, high]``.
+
+    >>> nice_ticks(0, 97)
+    [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
+    >>> nice_ticks(0, 0)
+    [0.0, 1.0]
+    """
+    if high <= low:
+        return [low, low + 1.0]
+    raw = (high - low) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    start = math.floor(low / step) * step
+    ticks = []
+    value = start
+    while value < high + step * 0.999:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
+
+
+def _label(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if value == int(value):
+        return str(int(value))
+    return f"{value:.1f}"
+
+
+def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str) -> str:
+    """An SVG line chart of ``series`` (x and y from 0 up to their maxima)."""
+    points = [p for s in series for p in s.points]
+    x_max = max((p[0] for p in points), default=1.0)
+    y_max = max((p[1] for p in points), default=1.0)
+    x_ticks = nice_ticks(0.0, max(x_max, 1.0))
+    y_ticks = nice_ticks(0.0, max(y_max, 1e-9) * 1.05)
+    x_hi, y_hi = x_ticks[-1], y_ticks[-1]
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + plot_w * (x / x_hi if x_hi else 0.0)
+
+    def sy(y: float) -> float:
+        return TOP + plot_h * (1 - (y / y_hi if y_hi else 0.0))
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">',
+        f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+    ]
+    for y in y_ticks:
+        parts.append(
+            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" '
+            'stroke="#e5e5e5"/>'
+        )
+        parts.append(
+            f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{_label(y)}</text>'
+        )
+    for x in x_ticks:
+        parts.append(
+            f'<text x="{sx(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">'
+            f"{_label(x)}</text>"
+        )
+    parts.append(
+        f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(0):.1f}" y2="{sy(0):.1f}" stroke="#888"/>'
+    )
+    parts.append(
+        f'<text x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle">'
+        f"{html.escape(x_label)}</text>"
+    )
+    parts.append(
+        f'<text x="14" y="{TOP + plot_h / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{html.escape(y_label)}</text>'
+    )
+    legend_x = LEFT + 8.0
+    for s in series:
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s.points)
+        dash = ' stroke-dasharray="5,4"' if s.dashed else ""
+        if len(s.points) > 1:
+            parts.append(
+                f'<polyline fill="none" stroke="{s.color}" stroke-width="2"{dash} points="{path}"/>'
+            )
+        if s.markers or len(s.points) == 1:
+            parts.extend(
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{s.color}"/>'
+                for x, y in s.points
+            )
+        parts.append(f'<rect x="{legend_x}" y="{TOP - 4}" width="12" height="3" fill="{s.color}"/>')
+        parts.append(f'<text x="{legend_x + 16}" y="{TOP}">{html.escape(s.name)}</text>')
+        legend_x += 24 + 6.5 * len(s.name)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def report_html(title: str, summary_lines: Sequence[str], charts: Sequence[str]) -> str:
+    """A standalone HTML page: the summary (preformatted) and the charts."""
+    body = "\n".join(f"<div>{c}</div>" for c in charts)
+    summary = html.escape("\n".join(summary_lines))
+    return (
+        "<!doctype html>\n<html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>"
+        "<style>body{font-family:sans-serif;margin:24px;max-width:800px}"
+        "pre{background:#f6f6f6;padding:12px;overflow-x:auto}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><pre>{summary}</pre>{body}</body></html>\n"
+    )
