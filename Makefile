@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The shop example end to end (examples/shop); state in .demo/, so a second run continues.
+# Options: make demo DEMO_ARGS="--duration 30 --rate 20" (or --reset to start over).
 demo: java venv
-	$(BIN)/python examples/ulid_udfs/demo.py
+	$(BIN)/python -m changefeed.demo $(DEMO_ARGS)
 
 test: java venv
 	$(BIN)/ruff check python tests benchmarks
