@@ -340,7 +340,7 @@ class PostgresFeed:
 
         At most ``page_size`` events, ending at a transaction boundary (a transaction
         larger than a page comes whole). In outbox mode, when the page is not full (the
-        reader is at the head), the outbox is moved first and the page read again.
+        reader is at the head), the outbox is moved and the page read again.
         Resume from ``page.cursor``.
         """
         info = self.info(conn)
@@ -348,8 +348,9 @@ class PostgresFeed:
         moved = 0
         if info.mode == "outbox" and len(events) < page_size:
             moved = self.move_outbox(conn, shard, max_rows=max(page_size, 1000))
-            if moved:
-                events = self._read(conn, info, shard, cursor, page_size)
+            # Read again even if this call moved nothing: its move may have waited for a
+            # concurrent mover's lock, and that mover's events are in the feed now.
+            events = self._read(conn, info, shard, cursor, page_size)
         return Page(events=events, cursor=events[-1].ulid if events else cursor, moved=moved)
 
     def _read(
