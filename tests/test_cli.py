@@ -1,0 +1,248 @@
+"""``changefeed status`` and ``changefeed barrier`` against the real embedded PostgreSQL.
+
+The feeds are set up the user's way, by the example's dbt project
+(examples/shop/oltp: ``create_shop_tables`` and ``setup_shop_feeds``), in a database of
+their own so that no other test's feeds are listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from changefeed.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.postgres
+
+
+def _database_uri(server_uri: str, database: str) -> str:
+    parts = urllib.parse.urlsplit(server_uri)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + database))
+
+
+@pytest.fixture(scope="module")
+def shop_uri(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh database with the shop's tables and feeds, and a few committed events."""
+    import psycopg
+
+    from changefeed.client import PostgresFeed
+    from changefeed.demo._dbt import DbtProject, postgres_output
+    from changefeed.demo._layout import EXAMPLE_DIR
+
+    with psycopg.connect(pg_uri, autocommit=True) as admin:
+        admin.execute("drop database if exists cf_cli_test")
+        admin.execute("create database cf_cli_test")
+    uri = _database_uri(pg_uri, "cf_cli_test")
+    project = DbtProject(EXAMPLE_DIR / "oltp", tmp_path_factory.mktemp("cli-dbt"), "shop_oltp",
+                         postgres_output(uri, "public"))  # fmt: skip
+    project.invoke(["run-operation", "create_shop_tables"])
+    project.invoke(["run-operation", "setup_shop_feeds"])
+    orders, payments = PostgresFeed("shop.orders"), PostgresFeed("shop.payments")
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for shard in (0, 0, 1):
+            with orders.write(conn, shard) as w:
+                order_id = conn.execute(
+                    "insert into shop.orders (customer_id, shard_id, status, amount) "
+                    "values (1, %s, 'created', 10) returning order_id", (shard,)
+                ).fetchone()[0]  # fmt: skip
+                w.insert_events([(order_id,)])
+        with conn.transaction():
+            payment_id = conn.execute(
+                "insert into shop.payments (order_id, shard_id, kind, amount) "
+                "values (1, 0, 'charge', 10) returning payment_id"
+            ).fetchone()[0]
+            payments.insert_outbox(conn, 0, [(payment_id,)])
+    return uri
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_status_lists_feeds_shards_and_outbox(shop_uri: str, capsys: Any) -> None:
+    code, out, err = cli(capsys, "status", "--connection", shop_uri)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["FEED", "MODE", "SHARD"]
+    orders = [line.split() for line in lines if line.startswith("shop.orders")]
+    assert [row[2] for row in orders] == ["0", "1"]
+    assert all(row[1] == "blocking" and "= head" in " ".join(row) for row in orders)
+    payments = [line.split() for line in lines if line.startswith("shop.payments")]
+    # The outbox row is not moved yet: shard 0 shows it, and no head.
+    assert payments[0][:4] == ["shop.payments", "outbox", "0", "(empty)"]
+    assert payments[0][-1] == "1"
+
+
+def test_status_json_and_cursor_lag(shop_uri: str, capsys: Any) -> None:
+    zero = "0" * 26
+    code, out, err = cli(capsys, "status", "--connection", shop_uri, "--feed", "shop.orders",
+                         "--cursor", f"shop.orders:0={zero}", "--cursor",
+                         f"shop.orders:1={'00' * 16}", "--json")  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert {s["feed"] for s in data["shards"]} == {"shop.orders"}
+    lags = {c["shard"]: c for c in data["consumers"]}
+    assert lags[0]["lag_events"] == 2 and lags[1]["lag_events"] == 1
+    assert lags[0]["cursor"] is None and lags[0]["oldest_unread_age_s"] >= 0
+    head = next(s["head"] for s in data["shards"] if s["shard"] == 0)
+    code, out, err = cli(capsys, "status", "--connection", shop_uri, "--feed", "shop.orders",
+                         "--cursor", f"shop.orders:0={head}", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["consumers"][0]["lag_events"] == 0
+
+
+def test_barrier_moves_the_outbox_and_is_released(shop_uri: str, capsys: Any) -> None:
+    code, out, err = cli(capsys, "barrier", "--connection", shop_uri, "--feed", "shop.payments",
+                         "--timeout", "10")  # fmt: skip
+    assert code == 0, err
+    assert out.startswith("shop.payments shard 0: released in ")
+    code, out, err = cli(capsys, "status", "--connection", shop_uri, "--feed", "shop.payments",
+                         "--json")  # fmt: skip
+    shard0 = json.loads(out)["shards"][0]
+    assert shard0["outbox"] == 0 and shard0["head"] is not None
+
+
+def test_barrier_waits_for_a_write_that_commits_later(shop_uri: str, capsys: Any) -> None:
+    """A --position above the head is released only once a later commit reaches it."""
+    import psycopg
+
+    from changefeed.client import PostgresFeed
+
+    feed = PostgresFeed("shop.orders")
+
+    def write_later() -> None:
+        time.sleep(0.5)
+        with psycopg.connect(shop_uri, autocommit=True) as conn, feed.write(conn, 1) as w:
+            w.insert_events([(999_999,)])
+
+    # Every ULID of a later commit is above the current head (A1): wait for head + 1.
+    with psycopg.connect(shop_uri, autocommit=True) as conn:
+        position = feed.safe_point(conn, 1).head
+    thread = threading.Thread(target=write_later)
+    started = time.monotonic()
+    thread.start()
+    target = (int.from_bytes(position, "big") + 1).to_bytes(16, "big").hex()
+    code, out, err = cli(capsys, "barrier", "--connection", shop_uri, "--feed", "shop.orders",
+                         "--shard", "1", "--position", target, "--timeout", "20")  # fmt: skip
+    waited = time.monotonic() - started
+    thread.join()
+    assert code == 0, err
+    assert waited >= 0.45, "released before the write committed"
+    assert "shop.orders shard 1: released in" in out
+
+
+def test_barrier_timeout_names_the_cause(shop_uri: str, capsys: Any) -> None:
+    future = "7" + "Z" * 25  # the largest ULID: no safe point reaches it
+    code, _out, err = cli(capsys, "barrier", "--connection", shop_uri, "--feed", "shop.orders",
+                         "--shard", "0", "--position", future, "--timeout", "0.3")  # fmt: skip
+    assert code == 3
+    assert "not released within 0.3 s" in err and "pending write(s)" in err
+    assert "--timeout" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["status", "--connection", "postgresql://nobody@127.0.0.1:1/shop"],
+         ["cannot connect to PostgreSQL at postgresql://nobody@127.0.0.1:1/shop",
+          "Check that the server is running"]),
+        (["barrier", "--connection", "postgresql://app:secret@127.0.0.1:1/shop", "--feed", "a.b"],
+         ["cannot connect to PostgreSQL at postgresql://app:***@127.0.0.1:1/shop"]),
+        (["status", "--connection", "mssql://sa@db/shop"], ["PostgreSQL feeds only"]),
+        (["status"], ["no database given", "--connection", "--demo"]),
+    ],
+)  # fmt: skip
+def test_connection_errors(args: list[str], expected: list[str], capsys: Any,
+                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.delenv("CHANGEFEED_CONNECTION", raising=False)
+    code, _out, err = cli(capsys, *args)
+    assert code == 1
+    assert err.startswith(f"changefeed {args[0]}: error: ")
+    for text in expected:
+        assert text in err
+    assert "secret" not in err
+    assert "Traceback" not in err
+
+
+def test_unknown_feed(shop_uri: str, capsys: Any) -> None:
+    code, _out, err = cli(capsys, "status", "--connection", shop_uri, "--feed", "shop.nope")
+    assert code == 1
+    assert "unknown feed 'shop.nope': registered feeds are shop.orders, shop.payments" in err
+    assert "setup_feed" in err
+    code, _out, err = cli(capsys, "barrier", "--connection", shop_uri, "--feed", "shop.nope")
+    assert code == 1
+    assert "unknown feed" in err and "shop.orders, shop.payments" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["barrier", "--feed", "shop.orders", "--position", "01ARZ3NDEKTSV4RRFFQ69G5FAI"],
+         "--position '01ARZ3NDEKTSV4RRFFQ69G5FAI' is not a valid ULID"),
+        (["barrier", "--feed", "shop.orders", "--position", "8ZZZZZZZZZZZZZZZZZZZZZZZZZ"],
+         "is not a valid ULID"),
+        (["status", "--cursor", "shop.orders:0=short"], "--cursor shop.orders:0 'short' is not"),
+        (["status", "--cursor", "shop.orders=01ARZ3NDEKTSV4RRFFQ69G5FAV"], "FEED:SHARD=ULID"),
+    ],
+)  # fmt: skip
+def test_bad_ulid(shop_uri: str, args: list[str], fragment: str, capsys: Any) -> None:
+    code, _out, err = cli(capsys, *args[:1], "--connection", shop_uri, *args[1:])
+    assert code == 1
+    assert fragment in err
+    if "valid ULID" in fragment:
+        assert "Crockford base32" in err and "01ARZ3NDEKTSV4RRFFQ69G5FAV" in err
+
+
+def test_missing_demo_state(tmp_path: Path, capsys: Any) -> None:
+    code, _out, err = cli(capsys, "status", "--demo", str(tmp_path / "none"))
+    assert code == 1
+    assert "there is no demo database" in err and "make demo" in err
+
+
+def _without_java_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    empty = tmp_path / "bin"
+    empty.mkdir(exist_ok=True)
+    env["PATH"] = str(empty)  # no java on PATH
+    env["PYTHONPATH"] = str(REPO / "python")
+    return env
+
+
+def test_missing_java_is_named_with_the_fix(shop_uri: str, tmp_path: Path) -> None:
+    """Reading a Spark consumer needs Java; without it the error says how to install it."""
+    (tmp_path / "wh" / "metastore_db").mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "changefeed.cli", "status", "--connection", shop_uri,
+         "--consumer", "shop.orders=shop_landing.orders_feed", "--warehouse",
+         str(tmp_path / "wh")],
+        env=_without_java_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "changefeed status: error: Java was not found" in result.stderr
+    assert "JDK 17" in result.stderr and "JAVA_HOME" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_script_entry_point(shop_uri: str) -> None:
+    """The installed ``changefeed`` script (pyproject [project.scripts])."""
+    script = Path(sys.executable).with_name("changefeed")
+    if not script.exists():
+        pytest.skip(f"{script} is not installed (pip install -e .)")
+    result = subprocess.run([str(script), "status", "--connection", shop_uri],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "shop.orders" in result.stdout
+
