@@ -28,11 +28,13 @@
       'grant execute on type::' ~ n.read_type.sql,
   ] -%}
   {%- set statements = [] -%}
+  {#- Through sp_executesql too, so that each resolves its object when it runs, after the
+      creates earlier in the same batch. -#}
   {%- for grant in writer -%}
-    {%- do statements.append(grant ~ ' to ' ~ n.writer.sql ~ ';') -%}
+    {%- do statements.append(changefeed._sqlserver_exec(grant ~ ' to ' ~ n.writer.sql)) -%}
   {%- endfor -%}
   {%- for grant in reader -%}
-    {%- do statements.append(grant ~ ' to ' ~ n.reader.sql ~ ';') -%}
+    {%- do statements.append(changefeed._sqlserver_exec(grant ~ ' to ' ~ n.reader.sql)) -%}
   {%- endfor -%}
   {{ return(statements) }}
 {% endmacro %}

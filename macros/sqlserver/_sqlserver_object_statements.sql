@@ -116,7 +116,9 @@ create type {{ n.read_type.sql }} as table (
   {%- endset -%}
   {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
 
-  {%- do statements.append('if database_principal_id(' ~ n.writer.lit ~ ') is null\n    create role ' ~ n.writer.sql ~ ';') -%}
-  {%- do statements.append('if database_principal_id(' ~ n.reader.lit ~ ') is null\n    create role ' ~ n.reader.sql ~ ';') -%}
+  {%- for role in [n.writer, n.reader] -%}
+    {%- do statements.append('if database_principal_id(' ~ role.lit ~ ') is null\n    '
+        ~ changefeed._sqlserver_exec('create role ' ~ role.sql)) -%}
+  {%- endfor -%}
   {{ return(statements) }}
 {% endmacro %}

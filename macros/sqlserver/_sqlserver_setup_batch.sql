@@ -84,16 +84,16 @@ else
   {%- set free -%}
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from {{ feeds }} as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> {{ c.feed_lit }}
-        and j.[value] in (
-            {% for entry in names -%}
-            {{ lit(entry.name) }}{{ ',' if not loop.last }}
-            {% endfor -%}
-        );
+    cross apply (values
+        {% for entry in names -%}
+        ({{ lit(tojson(entry.name)) }}){{ ',' if not loop.last }}
+        {% endfor -%}
+    ) as n (needle)
+    where f.feed_id <> {{ c.feed_lit }} and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -139,12 +139,14 @@ end;
   {%- set footer -%}
 if @action = N'created'
     insert into {{ feeds }} (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        {{ c.feed_lit }}, {{ lit(spec['source_schema']) }}, {{ lit(spec['source_table']) }}, {{ lit(c.mode) }},
-        {{ lit(c.key_sig_json) }}, {{ lit(c.options_json) }}, {{ lit(c.names_json) }}, {{ c.version }},
-        sysutcdatetime(), sysutcdatetime());
+        {{ c.feed_lit }}, {{ lit(spec['database']) if spec.get('database') else 'null' }},
+        {{ lit(spec['source_schema']) }}, {{ lit(spec['source_table']) }},
+        {{ lit(spec.get('source_relation') or spec['source_schema'] ~ '.' ~ spec['source_table']) }}, {{ lit(c.mode) }},
+        {{ lit(c.key_sig_json) }}, {{ lit(tojson(spec['keys'])) }}, {{ lit(c.options_json) }},
+        {{ lit(c.names_json) }}, {{ c.version }}, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update {{ feeds }}
     set options = {{ lit(c.options_json) }}, protocol_version = {{ c.version }}, updated_at = sysutcdatetime()

@@ -8,10 +8,13 @@
   {%- set registry_ddl -%}
 create table {{ feeds }} (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,

@@ -36,6 +36,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -58,12 +59,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, {{ c.lock_probe_ms }});
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N'changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < '1970-01-01'
         throw 51004, N'changefeed: @time_hint must not be before 1970-01-01, where ULID time starts', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context({{ c.key_w }}) is not null
+        throw 51006, {{ changefeed._sqlserver_literal('changefeed: a write on ' ~ c.feed_id ~ ' is already open on this connection; finish it (exec ' ~ n.update_state.sql ~ '; commit;) or roll back and exec ' ~ n.release.sql) }}, 1;
     exec {{ n.release.sql }};
 
     -- The first write to a shard creates its state row.
@@ -107,7 +111,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N'Exclusive', @LockOwner = N'Session',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N'public';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N'public';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low

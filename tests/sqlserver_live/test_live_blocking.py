@@ -91,6 +91,9 @@ def test_misuse_fails_clearly(fresh: Any, conn: Any) -> None:
     )
     feed.lock(conn, 0)
     expect_error(conn, update_state, number=51011, text="inside the writer's transaction")
+    expect_error(conn, lock_call, number=51006, text="is already open on this connection")
+    feed.abort(conn)
+    feed.lock(conn, 0)  # after release, the next write may start
     feed.abort(conn)
     expect_error(conn, f"select {feed.obj('ulid')}(1);", text="no write in progress")
     expect_error(

@@ -30,10 +30,13 @@ if schema_id(N'changefeed') is null
 if object_id(N'[changefeed].[feeds]', N'U') is null
     exec sp_executesql N'create table [changefeed].[feeds] (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,
@@ -78,35 +81,35 @@ else
 
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from [changefeed].[feeds] as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> N'we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀'
-        and j.[value] in (
-            N'state:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'session:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'sequence:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'type:read:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'lock:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'update_state:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'release:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'ulid:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'read_feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'safe_point:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'tombstone:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'barrier_acquire:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'barrier_check:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'changefeed_writer:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'changefeed_reader:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'pk:state:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'pk:feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'pk:session:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'pk:incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀',
-            N'ck:session.state:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀'
-            );
+    cross apply (values
+        (N'"state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"session:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"sequence:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"type:read:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"lock:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"update_state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"release:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"ulid:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"read_feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"safe_point:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"tombstone:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"barrier_acquire:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"barrier_check:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"changefeed_writer:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"changefeed_reader:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"pk:state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"pk:feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"pk:session:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"pk:incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"'),
+        (N'"ck:session.state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"')
+        ) as n (needle)
+    where f.feed_id <> N'we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀' and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -216,9 +219,9 @@ exec sp_executesql N'create type [changefeed].[type:read:we''ird]]]] sch;ema.sel
 col] decimal(18, 4) not null
 )';
 if database_principal_id(N'changefeed_writer:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀') is null
-    create role [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+    exec sp_executesql N'create role [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 if database_principal_id(N'changefeed_reader:we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀') is null
-    create role [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+    exec sp_executesql N'create role [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 end;
 
 if @action in (N'created', N'upgraded')
@@ -280,6 +283,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -302,12 +306,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, 20);
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N''changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms'', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < ''1970-01-01''
         throw 51004, N''changefeed: @time_hint must not be before 1970-01-01, where ULID time starts'', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context(N''changefeed/7b49aeb4bf91ea8b00f1d0dbc18c0342/w'') is not null
+        throw 51006, N''changefeed: a write on we''''ird]] sch;ema.select ''''x''''; drop table [t]] -- æøå 日本 😀 is already open on this connection; finish it (exec [changefeed].[update_state:we''''ird]]]] sch;ema.select ''''x''''; drop table [t]]]] -- æøå 日本 😀]; commit;) or roll back and exec [changefeed].[release:we''''ird]]]] sch;ema.select ''''x''''; drop table [t]]]] -- æøå 日本 😀]'', 1;
     exec [changefeed].[release:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀];
 
     -- The first write to a shard creates its state row.
@@ -357,7 +364,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N''Exclusive'', @LockOwner = N''Session'',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N''public'';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N''public'';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
@@ -929,29 +936,31 @@ begin
     set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
     select @released as released;
 end';
-grant execute on object::[changefeed].[lock:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[update_state:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[release:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[ulid:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant insert on object::[changefeed].[feed:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant update on object::[changefeed].[sequence:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant select on object::[changefeed].[feed:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[read_feed:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[safe_point:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[tombstone:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[barrier_acquire:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on object::[changefeed].[barrier_check:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
-grant execute on type::[changefeed].[type:read:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[lock:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[update_state:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[release:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[ulid:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant insert on object::[changefeed].[feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant update on object::[changefeed].[sequence:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant select on object::[changefeed].[feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 end;
 
 if @action = N'created'
     insert into [changefeed].[feeds] (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        N'we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀', N'we''ird]] sch;ema', N'select ''x''; drop table [t]] -- æøå 日本 😀', N'blocking',
-        N'[["[key]", "int", null, false], ["o''clock; --", "nvarchar(20)", "Latin1_General_CS_AS", false], ["end", "datetime2(7)", null, false], ["\u00fcn\u00efc\u00f8d\u00e9\ncol", "decimal(18, 4)", null, false]]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', N'{"barrier_acquire": "barrier_acquire:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "barrier_check": "barrier_check:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "ck_session_state": "ck:session.state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "feed": "feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "incident": "incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "lock": "lock:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_feed": "pk:feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_incident": "pk:incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_session": "pk:session:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_state": "pk:state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "read_feed": "read_feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "read_type": "type:read:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "reader": "changefeed_reader:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "release": "release:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "safe_point": "safe_point:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "sequence": "sequence:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "session": "session:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "state": "state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "tombstone": "tombstone:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "ulid": "ulid:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "update_state": "update_state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "writer": "changefeed_writer:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"}', 1,
-        sysutcdatetime(), sysutcdatetime());
+        N'we''ird]] sch;ema.select ''x''; drop table [t]] -- æøå 日本 😀', N'changefeed_test',
+        N'we''ird]] sch;ema', N'select ''x''; drop table [t]] -- æøå 日本 😀',
+        N'[we''ird]]]] sch;ema].[select ''x''; drop table [t]]]] -- æøå 日本 😀]', N'blocking',
+        N'[["[key]", "int", null, false], ["o''clock; --", "nvarchar(20)", "Latin1_General_CS_AS", false], ["end", "datetime2(7)", null, false], ["\u00fcn\u00efc\u00f8d\u00e9\ncol", "decimal(18, 4)", null, false]]', N'[{"name": "[key]", "data_type": "int", "collation": null}, {"name": "o''clock; --", "data_type": "nvarchar(20)", "collation": "Latin1_General_CS_AS"}, {"name": "end", "data_type": "datetime2(7)", "collation": null}, {"name": "\u00fcn\u00efc\u00f8d\u00e9\ncol", "data_type": "decimal(18, 4)", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
+        N'{"barrier_acquire": "barrier_acquire:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "barrier_check": "barrier_check:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "ck_session_state": "ck:session.state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "feed": "feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "incident": "incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "lock": "lock:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_feed": "pk:feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_incident": "pk:incident:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_session": "pk:session:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "pk_state": "pk:state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "read_feed": "read_feed:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "read_type": "type:read:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "reader": "changefeed_reader:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "release": "release:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "safe_point": "safe_point:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "sequence": "sequence:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "session": "session:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "state": "state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "tombstone": "tombstone:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "ulid": "ulid:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "update_state": "update_state:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00", "writer": "changefeed_writer:we''ird]] sch;ema.select ''x''; drop table [t]] -- \u00e6\u00f8\u00e5 \u65e5\u672c \ud83d\ude00"}', 1, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
     set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()
@@ -1051,6 +1060,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -1073,12 +1083,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, 20);
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N''changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms'', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < ''1970-01-01''
         throw 51004, N''changefeed: @time_hint must not be before 1970-01-01, where ULID time starts'', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context(N''changefeed/7b49aeb4bf91ea8b00f1d0dbc18c0342/w'') is not null
+        throw 51006, N''changefeed: a write on we''''ird]] sch;ema.select ''''x''''; drop table [t]] -- æøå 日本 😀 is already open on this connection; finish it (exec [changefeed].[update_state:we''''ird]]]] sch;ema.select ''''x''''; drop table [t]]]] -- æøå 日本 😀]; commit;) or roll back and exec [changefeed].[release:we''''ird]]]] sch;ema.select ''''x''''; drop table [t]]]] -- æøå 日本 😀]'', 1;
     exec [changefeed].[release:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀];
 
     -- The first write to a shard creates its state row.
@@ -1128,7 +1141,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N''Exclusive'', @LockOwner = N''Session'',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N''public'';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N''public'';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
@@ -1708,31 +1721,31 @@ begin
     select @released as released;
 end';
 
-grant execute on object::[changefeed].[lock:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[lock:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[update_state:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[update_state:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[release:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[release:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[ulid:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[ulid:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant insert on object::[changefeed].[feed:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant insert on object::[changefeed].[feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant update on object::[changefeed].[sequence:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant update on object::[changefeed].[sequence:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant select on object::[changefeed].[feed:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant select on object::[changefeed].[feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[read_feed:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[safe_point:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[tombstone:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[barrier_acquire:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on object::[changefeed].[barrier_check:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
-grant execute on type::[changefeed].[type:read:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
 update [changefeed].[feeds]
 set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()

@@ -30,10 +30,13 @@ if schema_id(N'changefeed') is null
 if object_id(N'[changefeed].[feeds]', N'U') is null
     exec sp_executesql N'create table [changefeed].[feeds] (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,
@@ -78,35 +81,35 @@ else
 
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from [changefeed].[feeds] as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon'
-        and j.[value] in (
-            N'state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd',
-            N'feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd',
-            N'session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd',
-            N'incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd',
-            N'sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd',
-            N'type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd',
-            N'lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd',
-            N'update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd',
-            N'release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd',
-            N'ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd',
-            N'read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd',
-            N'safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd',
-            N'tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd',
-            N'barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd',
-            N'barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd',
-            N'changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd',
-            N'changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd',
-            N'pk:state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd',
-            N'pk:feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd',
-            N'pk:session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd',
-            N'pk:incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd',
-            N'ck:session.state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd'
-            );
+    cross apply (values
+        (N'"state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd"'),
+        (N'"feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd"'),
+        (N'"session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"'),
+        (N'"incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd"'),
+        (N'"sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd"'),
+        (N'"type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd"'),
+        (N'"lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd"'),
+        (N'"update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"'),
+        (N'"release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"'),
+        (N'"ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd"'),
+        (N'"read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd"'),
+        (N'"safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd"'),
+        (N'"tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd"'),
+        (N'"barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd"'),
+        (N'"barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd"'),
+        (N'"changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"'),
+        (N'"changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"'),
+        (N'"pk:state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd"'),
+        (N'"pk:feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"'),
+        (N'"pk:session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd"'),
+        (N'"pk:incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd"'),
+        (N'"ck:session.state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd"')
+        ) as n (needle)
+    where f.feed_id <> N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon' and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -212,9 +215,9 @@ exec sp_executesql N'create type [changefeed].[type:read:long_long_long_long_lon
     [version] bigint not null
 )';
 if database_principal_id(N'changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd') is null
-    create role [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+    exec sp_executesql N'create role [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 if database_principal_id(N'changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd') is null
-    create role [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+    exec sp_executesql N'create role [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 end;
 
 if @action in (N'created', N'upgraded')
@@ -276,6 +279,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -298,12 +302,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, 20);
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N''changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms'', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < ''1970-01-01''
         throw 51004, N''changefeed: @time_hint must not be before 1970-01-01, where ULID time starts'', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context(N''changefeed/ece24ae232bc7d13d835eaf0af0ea7a4/w'') is not null
+        throw 51006, N''changefeed: a write on long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon is already open on this connection; finish it (exec [changefeed].[update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]; commit;) or roll back and exec [changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]'', 1;
     exec [changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
 
     -- The first write to a shard creates its state row.
@@ -353,7 +360,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N''Exclusive'', @LockOwner = N''Session'',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N''public'';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N''public'';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
@@ -918,29 +925,31 @@ begin
     set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
     select @released as released;
 end';
-grant execute on object::[changefeed].[lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant insert on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant update on object::[changefeed].[sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant select on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on object::[changefeed].[barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
-grant execute on type::[changefeed].[type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant insert on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant update on object::[changefeed].[sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant select on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 end;
 
 if @action = N'created'
     insert into [changefeed].[feeds] (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N'blocking',
-        N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', N'{"barrier_acquire": "barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "barrier_check": "barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "ck_session_state": "ck:session.state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd", "feed": "feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "incident": "incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "lock": "lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "pk_feed": "pk:feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "pk_incident": "pk:incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd", "pk_session": "pk:session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "pk_state": "pk:state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "read_feed": "read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "read_type": "type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "reader": "changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "release": "release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "safe_point": "safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "sequence": "sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "session": "session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "state": "state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "tombstone": "tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "ulid": "ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "update_state": "update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "writer": "changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"}', 1,
-        sysutcdatetime(), sysutcdatetime());
+        N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N'changefeed_test',
+        N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon',
+        N'[long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon].[long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon]', N'blocking',
+        N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'[{"name": "tenant_id", "data_type": "uniqueidentifier", "collation": null}, {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"}, {"name": "version", "data_type": "bigint", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
+        N'{"barrier_acquire": "barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "barrier_check": "barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "ck_session_state": "ck:session.state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd", "feed": "feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "incident": "incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "lock": "lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "pk_feed": "pk:feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "pk_incident": "pk:incident:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lo~55dfdbbd", "pk_session": "pk:session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "pk_state": "pk:state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "read_feed": "read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "read_type": "type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "reader": "changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "release": "release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "safe_point": "safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "sequence": "sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd", "session": "session:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "state": "state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd", "tombstone": "tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "ulid": "ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd", "update_state": "update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd", "writer": "changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd"}', 1, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
     set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()
@@ -1040,6 +1049,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -1062,12 +1072,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, 20);
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N''changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms'', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < ''1970-01-01''
         throw 51004, N''changefeed: @time_hint must not be before 1970-01-01, where ULID time starts'', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context(N''changefeed/ece24ae232bc7d13d835eaf0af0ea7a4/w'') is not null
+        throw 51006, N''changefeed: a write on long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon is already open on this connection; finish it (exec [changefeed].[update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]; commit;) or roll back and exec [changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]'', 1;
     exec [changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
 
     -- The first write to a shard creates its state row.
@@ -1117,7 +1130,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N''Exclusive'', @LockOwner = N''Session'',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N''public'';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N''public'';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
@@ -1690,31 +1703,31 @@ begin
     select @released as released;
 end';
 
-grant execute on object::[changefeed].[lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[lock:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[update_state:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[release:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[ulid:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant insert on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant insert on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant update on object::[changefeed].[sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant update on object::[changefeed].[sequence:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_writer:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant select on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant select on object::[changefeed].[feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on object::[changefeed].[barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
-grant execute on type::[changefeed].[type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd];
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd] to [changefeed_reader:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_l~55dfdbbd]';
 
 update [changefeed].[feeds]
 set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()

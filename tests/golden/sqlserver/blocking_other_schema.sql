@@ -30,10 +30,13 @@ if schema_id(N'changefeed v2') is null
 if object_id(N'[changefeed v2].[feeds]', N'U') is null
     exec sp_executesql N'create table [changefeed v2].[feeds] (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,
@@ -78,35 +81,35 @@ else
 
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from [changefeed v2].[feeds] as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> N'shop.orders'
-        and j.[value] in (
-            N'state:shop.orders',
-            N'feed:shop.orders',
-            N'session:shop.orders',
-            N'incident:shop.orders',
-            N'sequence:shop.orders',
-            N'type:read:shop.orders',
-            N'lock:shop.orders',
-            N'update_state:shop.orders',
-            N'release:shop.orders',
-            N'ulid:shop.orders',
-            N'read_feed:shop.orders',
-            N'safe_point:shop.orders',
-            N'tombstone:shop.orders',
-            N'barrier_acquire:shop.orders',
-            N'barrier_check:shop.orders',
-            N'changefeed_writer:shop.orders',
-            N'changefeed_reader:shop.orders',
-            N'pk:state:shop.orders',
-            N'pk:feed:shop.orders',
-            N'pk:session:shop.orders',
-            N'pk:incident:shop.orders',
-            N'ck:session.state:shop.orders'
-            );
+    cross apply (values
+        (N'"state:shop.orders"'),
+        (N'"feed:shop.orders"'),
+        (N'"session:shop.orders"'),
+        (N'"incident:shop.orders"'),
+        (N'"sequence:shop.orders"'),
+        (N'"type:read:shop.orders"'),
+        (N'"lock:shop.orders"'),
+        (N'"update_state:shop.orders"'),
+        (N'"release:shop.orders"'),
+        (N'"ulid:shop.orders"'),
+        (N'"read_feed:shop.orders"'),
+        (N'"safe_point:shop.orders"'),
+        (N'"tombstone:shop.orders"'),
+        (N'"barrier_acquire:shop.orders"'),
+        (N'"barrier_check:shop.orders"'),
+        (N'"changefeed_writer:shop.orders"'),
+        (N'"changefeed_reader:shop.orders"'),
+        (N'"pk:state:shop.orders"'),
+        (N'"pk:feed:shop.orders"'),
+        (N'"pk:session:shop.orders"'),
+        (N'"pk:incident:shop.orders"'),
+        (N'"ck:session.state:shop.orders"')
+        ) as n (needle)
+    where f.feed_id <> N'shop.orders' and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -208,9 +211,9 @@ exec sp_executesql N'create type [changefeed v2].[type:read:shop.orders] as tabl
     [order_id] int not null
 )';
 if database_principal_id(N'changefeed_writer:shop.orders') is null
-    create role [changefeed_writer:shop.orders];
+    exec sp_executesql N'create role [changefeed_writer:shop.orders]';
 if database_principal_id(N'changefeed_reader:shop.orders') is null
-    create role [changefeed_reader:shop.orders];
+    exec sp_executesql N'create role [changefeed_reader:shop.orders]';
 end;
 
 if @action in (N'created', N'upgraded')
@@ -272,6 +275,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -294,12 +298,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, 20);
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N''changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms'', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < ''1970-01-01''
         throw 51004, N''changefeed: @time_hint must not be before 1970-01-01, where ULID time starts'', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context(N''changefeed/a0255d28a4b099cf83422e130adc71f4/w'') is not null
+        throw 51006, N''changefeed: a write on shop.orders is already open on this connection; finish it (exec [changefeed v2].[update_state:shop.orders]; commit;) or roll back and exec [changefeed v2].[release:shop.orders]'', 1;
     exec [changefeed v2].[release:shop.orders];
 
     -- The first write to a shard creates its state row.
@@ -349,7 +356,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N''Exclusive'', @LockOwner = N''Session'',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N''public'';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N''public'';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
@@ -914,29 +921,31 @@ begin
     set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
     select @released as released;
 end';
-grant execute on object::[changefeed v2].[lock:shop.orders] to [changefeed_writer:shop.orders];
-grant execute on object::[changefeed v2].[update_state:shop.orders] to [changefeed_writer:shop.orders];
-grant execute on object::[changefeed v2].[release:shop.orders] to [changefeed_writer:shop.orders];
-grant execute on object::[changefeed v2].[ulid:shop.orders] to [changefeed_writer:shop.orders];
-grant insert on object::[changefeed v2].[feed:shop.orders] to [changefeed_writer:shop.orders];
-grant update on object::[changefeed v2].[sequence:shop.orders] to [changefeed_writer:shop.orders];
-grant select on object::[changefeed v2].[feed:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed v2].[read_feed:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed v2].[safe_point:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed v2].[tombstone:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed v2].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed v2].[barrier_check:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on type::[changefeed v2].[type:read:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[lock:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[update_state:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[release:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[ulid:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant insert on object::[changefeed v2].[feed:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant update on object::[changefeed v2].[sequence:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant select on object::[changefeed v2].[feed:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[read_feed:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[safe_point:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[tombstone:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed v2].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on type::[changefeed v2].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 end;
 
 if @action = N'created'
     insert into [changefeed v2].[feeds] (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        N'shop.orders', N'shop', N'orders', N'blocking',
-        N'[["order_id", "int", null, false]]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 1,
-        sysutcdatetime(), sysutcdatetime());
+        N'shop.orders', N'changefeed_test',
+        N'shop', N'orders',
+        N'[shop].[orders]', N'blocking',
+        N'[["order_id", "int", null, false]]', N'[{"name": "order_id", "data_type": "int", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
+        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 1, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed v2].[feeds]
     set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()
@@ -1036,6 +1045,7 @@ begin
         @time1 datetime2(3),
         @high1 binary(8),
         @low1 bigint,
+        @rest_ms int,
         @st_time datetime2(3),
         @st_high binary(8),
         @st_low bigint,
@@ -1058,12 +1068,15 @@ begin
     set @lock_probe_ms = isnull(@lock_probe_ms, 20);
     if @lock_probe_ms < 0 or @stall_timeout_ms <= @lock_probe_ms
         throw 51003, N''changefeed: need 0 <= @lock_probe_ms < @stall_timeout_ms'', 1;
+    set @rest_ms = @stall_timeout_ms - @lock_probe_ms;
     set @t = isnull(@time_hint, sysutcdatetime());
     if @t < ''1970-01-01''
         throw 51004, N''changefeed: @time_hint must not be before 1970-01-01, where ULID time starts'', 1;
 
-    -- A write this connection left unfinished on this feed (no update_state, no release)
-    -- is abandoned first, and its lock given back.
+    -- One write at a time per connection and feed. A lock call that was interrupted may
+    -- have left its lock taken but no write: release gives that back.
+    if session_context(N''changefeed/a0255d28a4b099cf83422e130adc71f4/w'') is not null
+        throw 51006, N''changefeed: a write on shop.orders is already open on this connection; finish it (exec [changefeed v2].[update_state:shop.orders]; commit;) or roll back and exec [changefeed v2].[release:shop.orders]'', 1;
     exec [changefeed v2].[release:shop.orders];
 
     -- The first write to a shard creates its state row.
@@ -1113,7 +1126,7 @@ begin
 
                 exec @rc = sp_getapplock
                     @Resource = @name, @LockMode = N''Exclusive'', @LockOwner = N''Session'',
-                    @LockTimeout = @stall_timeout_ms - @lock_probe_ms, @DbPrincipal = N''public'';
+                    @LockTimeout = @rest_ms, @DbPrincipal = N''public'';
                 if @rc = -1
                 begin
                     select @g_now = generation, @time1 = time, @high1 = ulid_high, @low1 = ulid_low
@@ -1686,31 +1699,31 @@ begin
     select @released as released;
 end';
 
-grant execute on object::[changefeed v2].[lock:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[lock:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant execute on object::[changefeed v2].[update_state:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[update_state:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant execute on object::[changefeed v2].[release:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[release:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant execute on object::[changefeed v2].[ulid:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[ulid:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant insert on object::[changefeed v2].[feed:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant insert on object::[changefeed v2].[feed:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant update on object::[changefeed v2].[sequence:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant update on object::[changefeed v2].[sequence:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant select on object::[changefeed v2].[feed:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant select on object::[changefeed v2].[feed:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed v2].[read_feed:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[read_feed:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed v2].[safe_point:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[safe_point:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed v2].[tombstone:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[tombstone:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed v2].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed v2].[barrier_check:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed v2].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on type::[changefeed v2].[type:read:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on type::[changefeed v2].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 
 update [changefeed v2].[feeds]
 set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()

@@ -30,10 +30,13 @@ if schema_id(N'changefeed') is null
 if object_id(N'[changefeed].[feeds]', N'U') is null
     exec sp_executesql N'create table [changefeed].[feeds] (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,
@@ -78,39 +81,39 @@ else
 
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from [changefeed].[feeds] as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> N'shop.order_lines'
-        and j.[value] in (
-            N'state:shop.order_lines',
-            N'feed:shop.order_lines',
-            N'outbox:shop.order_lines',
-            N'session:shop.order_lines',
-            N'incident:shop.order_lines',
-            N'sequence:shop.order_lines',
-            N'type:read:shop.order_lines',
-            N'feed_write_lock:shop.order_lines',
-            N'read_feed:shop.order_lines',
-            N'safe_point:shop.order_lines',
-            N'tombstone:shop.order_lines',
-            N'barrier_acquire:shop.order_lines',
-            N'barrier_check:shop.order_lines',
-            N'changefeed_writer:shop.order_lines',
-            N'changefeed_reader:shop.order_lines',
-            N'pk:state:shop.order_lines',
-            N'pk:feed:shop.order_lines',
-            N'pk:outbox:shop.order_lines',
-            N'pk:session:shop.order_lines',
-            N'pk:incident:shop.order_lines',
-            N'ck:session.state:shop.order_lines',
-            N'df:outbox.order_sequence:shop.order_lines',
-            N'df:outbox.txid:shop.order_lines',
-            N'df:outbox.time_hint:shop.order_lines',
-            N'ck:outbox.time_hint:shop.order_lines',
-            N'ix:outbox.txid:shop.order_lines'
-            );
+    cross apply (values
+        (N'"state:shop.order_lines"'),
+        (N'"feed:shop.order_lines"'),
+        (N'"outbox:shop.order_lines"'),
+        (N'"session:shop.order_lines"'),
+        (N'"incident:shop.order_lines"'),
+        (N'"sequence:shop.order_lines"'),
+        (N'"type:read:shop.order_lines"'),
+        (N'"feed_write_lock:shop.order_lines"'),
+        (N'"read_feed:shop.order_lines"'),
+        (N'"safe_point:shop.order_lines"'),
+        (N'"tombstone:shop.order_lines"'),
+        (N'"barrier_acquire:shop.order_lines"'),
+        (N'"barrier_check:shop.order_lines"'),
+        (N'"changefeed_writer:shop.order_lines"'),
+        (N'"changefeed_reader:shop.order_lines"'),
+        (N'"pk:state:shop.order_lines"'),
+        (N'"pk:feed:shop.order_lines"'),
+        (N'"pk:outbox:shop.order_lines"'),
+        (N'"pk:session:shop.order_lines"'),
+        (N'"pk:incident:shop.order_lines"'),
+        (N'"ck:session.state:shop.order_lines"'),
+        (N'"df:outbox.order_sequence:shop.order_lines"'),
+        (N'"df:outbox.txid:shop.order_lines"'),
+        (N'"df:outbox.time_hint:shop.order_lines"'),
+        (N'"ck:outbox.time_hint:shop.order_lines"'),
+        (N'"ix:outbox.txid:shop.order_lines"')
+        ) as n (needle)
+    where f.feed_id <> N'shop.order_lines' and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -234,9 +237,9 @@ exec sp_executesql N'create type [changefeed].[type:read:shop.order_lines] as ta
     [version] bigint not null
 )';
 if database_principal_id(N'changefeed_writer:shop.order_lines') is null
-    create role [changefeed_writer:shop.order_lines];
+    exec sp_executesql N'create role [changefeed_writer:shop.order_lines]';
 if database_principal_id(N'changefeed_reader:shop.order_lines') is null
-    create role [changefeed_reader:shop.order_lines];
+    exec sp_executesql N'create role [changefeed_reader:shop.order_lines]';
 end;
 
 if @action in (N'created', N'upgraded')
@@ -733,25 +736,27 @@ begin
     end;
     select @released as released;
 end';
-grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines];
-grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines];
-grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines];
-grant execute on object::[changefeed].[read_feed:shop.order_lines] to [changefeed_reader:shop.order_lines];
-grant execute on object::[changefeed].[safe_point:shop.order_lines] to [changefeed_reader:shop.order_lines];
-grant execute on object::[changefeed].[tombstone:shop.order_lines] to [changefeed_reader:shop.order_lines];
-grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines];
-grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines];
-grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
+exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
+exec sp_executesql N'grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 end;
 
 if @action = N'created'
     insert into [changefeed].[feeds] (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        N'shop.order_lines', N'shop', N'order_lines', N'outbox',
-        N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 1,
-        sysutcdatetime(), sysutcdatetime());
+        N'shop.order_lines', N'changefeed_test',
+        N'shop', N'order_lines',
+        N'[shop].[order_lines]', N'outbox',
+        N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'[{"name": "tenant_id", "data_type": "uniqueidentifier", "collation": null}, {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"}, {"name": "version", "data_type": "bigint", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
+        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 1, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
     set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()
@@ -1291,23 +1296,23 @@ begin
     select @released as released;
 end';
 
-grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines];
+exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
-grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines];
+exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
-grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
-grant execute on object::[changefeed].[read_feed:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
-grant execute on object::[changefeed].[safe_point:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
-grant execute on object::[changefeed].[tombstone:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
-grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
-grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
-grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines];
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
 update [changefeed].[feeds]
 set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()

@@ -30,10 +30,13 @@ if schema_id(N'changefeed') is null
 if object_id(N'[changefeed].[feeds]', N'U') is null
     exec sp_executesql N'create table [changefeed].[feeds] (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,
@@ -78,39 +81,39 @@ else
 
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from [changefeed].[feeds] as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> N'shop.orders'
-        and j.[value] in (
-            N'state:shop.orders',
-            N'feed:shop.orders',
-            N'outbox:shop.orders',
-            N'session:shop.orders',
-            N'incident:shop.orders',
-            N'sequence:shop.orders',
-            N'type:read:shop.orders',
-            N'feed_write_lock:shop.orders',
-            N'read_feed:shop.orders',
-            N'safe_point:shop.orders',
-            N'tombstone:shop.orders',
-            N'barrier_acquire:shop.orders',
-            N'barrier_check:shop.orders',
-            N'changefeed_writer:shop.orders',
-            N'changefeed_reader:shop.orders',
-            N'pk:state:shop.orders',
-            N'pk:feed:shop.orders',
-            N'pk:outbox:shop.orders',
-            N'pk:session:shop.orders',
-            N'pk:incident:shop.orders',
-            N'ck:session.state:shop.orders',
-            N'df:outbox.order_sequence:shop.orders',
-            N'df:outbox.txid:shop.orders',
-            N'df:outbox.time_hint:shop.orders',
-            N'ck:outbox.time_hint:shop.orders',
-            N'ix:outbox.txid:shop.orders'
-            );
+    cross apply (values
+        (N'"state:shop.orders"'),
+        (N'"feed:shop.orders"'),
+        (N'"outbox:shop.orders"'),
+        (N'"session:shop.orders"'),
+        (N'"incident:shop.orders"'),
+        (N'"sequence:shop.orders"'),
+        (N'"type:read:shop.orders"'),
+        (N'"feed_write_lock:shop.orders"'),
+        (N'"read_feed:shop.orders"'),
+        (N'"safe_point:shop.orders"'),
+        (N'"tombstone:shop.orders"'),
+        (N'"barrier_acquire:shop.orders"'),
+        (N'"barrier_check:shop.orders"'),
+        (N'"changefeed_writer:shop.orders"'),
+        (N'"changefeed_reader:shop.orders"'),
+        (N'"pk:state:shop.orders"'),
+        (N'"pk:feed:shop.orders"'),
+        (N'"pk:outbox:shop.orders"'),
+        (N'"pk:session:shop.orders"'),
+        (N'"pk:incident:shop.orders"'),
+        (N'"ck:session.state:shop.orders"'),
+        (N'"df:outbox.order_sequence:shop.orders"'),
+        (N'"df:outbox.txid:shop.orders"'),
+        (N'"df:outbox.time_hint:shop.orders"'),
+        (N'"ck:outbox.time_hint:shop.orders"'),
+        (N'"ix:outbox.txid:shop.orders"')
+        ) as n (needle)
+    where f.feed_id <> N'shop.orders' and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -228,9 +231,9 @@ exec sp_executesql N'create type [changefeed].[type:read:shop.orders] as table (
     [order_id] int not null
 )';
 if database_principal_id(N'changefeed_writer:shop.orders') is null
-    create role [changefeed_writer:shop.orders];
+    exec sp_executesql N'create role [changefeed_writer:shop.orders]';
 if database_principal_id(N'changefeed_reader:shop.orders') is null
-    create role [changefeed_reader:shop.orders];
+    exec sp_executesql N'create role [changefeed_reader:shop.orders]';
 end;
 
 if @action in (N'created', N'upgraded')
@@ -725,25 +728,27 @@ begin
     end;
     select @released as released;
 end';
-grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders];
-grant update on object::[changefeed].[sequence:shop.orders] to [changefeed_writer:shop.orders];
-grant select on object::[changefeed].[feed:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed].[read_feed:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed].[safe_point:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed].[tombstone:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders];
-grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.orders] to [changefeed_writer:shop.orders]';
+exec sp_executesql N'grant select on object::[changefeed].[feed:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 end;
 
 if @action = N'created'
     insert into [changefeed].[feeds] (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        N'shop.orders', N'shop', N'orders', N'outbox',
-        N'[["order_id", "int", null, false]]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}', 1,
-        sysutcdatetime(), sysutcdatetime());
+        N'shop.orders', N'changefeed_test',
+        N'shop', N'orders',
+        N'[shop].[orders]', N'outbox',
+        N'[["order_id", "int", null, false]]', N'[{"name": "order_id", "data_type": "int", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
+        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}', 1, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
     set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()
@@ -1281,23 +1286,23 @@ begin
     select @released as released;
 end';
 
-grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant update on object::[changefeed].[sequence:shop.orders] to [changefeed_writer:shop.orders];
+exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.orders] to [changefeed_writer:shop.orders]';
 
-grant select on object::[changefeed].[feed:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant select on object::[changefeed].[feed:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed].[read_feed:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed].[safe_point:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed].[tombstone:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
 
-grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders];
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 
 update [changefeed].[feeds]
 set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 1, updated_at = sysutcdatetime()

@@ -30,10 +30,13 @@ if schema_id(N'changefeed') is null
 if object_id(N'[changefeed].[feeds]', N'U') is null
     exec sp_executesql N'create table [changefeed].[feeds] (
     feed_id nvarchar(300) not null,
+    source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
+    source_relation nvarchar(400) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
+    keys nvarchar(max) not null,
     options nvarchar(max) not null,
     names nvarchar(max) not null,
     protocol_version int not null,
@@ -78,39 +81,39 @@ else
 
 if @action = N'created'
 begin
-    -- A shortened name must not be another feed's (protocol section 9).
-    select top (1) @taken = concat(f.feed_id, N' (', j.[value], N')')
+    -- A shortened name must not be another feed's (protocol section 9). The registry
+    -- keeps each feed's names as JSON; each name is looked for as a JSON string.
+    select top (1) @taken = concat(f.feed_id, N' (', n.needle, N')')
     from [changefeed].[feeds] as f
-    cross apply openjson(f.names) as j
-    where f.feed_id <> N'ledger.entries'
-        and j.[value] in (
-            N'state:ledger.entries',
-            N'feed:ledger.entries',
-            N'outbox:ledger.entries',
-            N'session:ledger.entries',
-            N'incident:ledger.entries',
-            N'sequence:ledger.entries',
-            N'type:read:ledger.entries',
-            N'feed_write_lock:ledger.entries',
-            N'read_feed:ledger.entries',
-            N'safe_point:ledger.entries',
-            N'tombstone:ledger.entries',
-            N'barrier_acquire:ledger.entries',
-            N'barrier_check:ledger.entries',
-            N'changefeed_writer:ledger.entries',
-            N'changefeed_reader:ledger.entries',
-            N'pk:state:ledger.entries',
-            N'pk:feed:ledger.entries',
-            N'pk:outbox:ledger.entries',
-            N'pk:session:ledger.entries',
-            N'pk:incident:ledger.entries',
-            N'ck:session.state:ledger.entries',
-            N'df:outbox.order_sequence:ledger.entries',
-            N'df:outbox.txid:ledger.entries',
-            N'df:outbox.time_hint:ledger.entries',
-            N'ck:outbox.time_hint:ledger.entries',
-            N'ix:outbox.txid:ledger.entries'
-            );
+    cross apply (values
+        (N'"state:ledger.entries"'),
+        (N'"feed:ledger.entries"'),
+        (N'"outbox:ledger.entries"'),
+        (N'"session:ledger.entries"'),
+        (N'"incident:ledger.entries"'),
+        (N'"sequence:ledger.entries"'),
+        (N'"type:read:ledger.entries"'),
+        (N'"feed_write_lock:ledger.entries"'),
+        (N'"read_feed:ledger.entries"'),
+        (N'"safe_point:ledger.entries"'),
+        (N'"tombstone:ledger.entries"'),
+        (N'"barrier_acquire:ledger.entries"'),
+        (N'"barrier_check:ledger.entries"'),
+        (N'"changefeed_writer:ledger.entries"'),
+        (N'"changefeed_reader:ledger.entries"'),
+        (N'"pk:state:ledger.entries"'),
+        (N'"pk:feed:ledger.entries"'),
+        (N'"pk:outbox:ledger.entries"'),
+        (N'"pk:session:ledger.entries"'),
+        (N'"pk:incident:ledger.entries"'),
+        (N'"ck:session.state:ledger.entries"'),
+        (N'"df:outbox.order_sequence:ledger.entries"'),
+        (N'"df:outbox.txid:ledger.entries"'),
+        (N'"df:outbox.time_hint:ledger.entries"'),
+        (N'"ck:outbox.time_hint:ledger.entries"'),
+        (N'"ix:outbox.txid:ledger.entries"')
+        ) as n (needle)
+    where f.feed_id <> N'ledger.entries' and charindex(n.needle, f.names) > 0;
     if @taken is not null
     begin
         set @msg = concat(
@@ -243,9 +246,9 @@ exec sp_executesql N'create type [changefeed].[type:read:ledger.entries] as tabl
     [blob] varbinary(max) not null
 )';
 if database_principal_id(N'changefeed_writer:ledger.entries') is null
-    create role [changefeed_writer:ledger.entries];
+    exec sp_executesql N'create role [changefeed_writer:ledger.entries]';
 if database_principal_id(N'changefeed_reader:ledger.entries') is null
-    create role [changefeed_reader:ledger.entries];
+    exec sp_executesql N'create role [changefeed_reader:ledger.entries]';
 end;
 
 if @action in (N'created', N'upgraded')
@@ -745,25 +748,27 @@ begin
     end;
     select @released as released;
 end';
-grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries];
-grant update on object::[changefeed].[sequence:ledger.entries] to [changefeed_writer:ledger.entries];
-grant select on object::[changefeed].[feed:ledger.entries] to [changefeed_reader:ledger.entries];
-grant execute on object::[changefeed].[read_feed:ledger.entries] to [changefeed_reader:ledger.entries];
-grant execute on object::[changefeed].[safe_point:ledger.entries] to [changefeed_reader:ledger.entries];
-grant execute on object::[changefeed].[tombstone:ledger.entries] to [changefeed_reader:ledger.entries];
-grant execute on object::[changefeed].[barrier_acquire:ledger.entries] to [changefeed_reader:ledger.entries];
-grant execute on object::[changefeed].[barrier_check:ledger.entries] to [changefeed_reader:ledger.entries];
-grant execute on type::[changefeed].[type:read:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries]';
+exec sp_executesql N'grant update on object::[changefeed].[sequence:ledger.entries] to [changefeed_writer:ledger.entries]';
+exec sp_executesql N'grant select on object::[changefeed].[feed:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:ledger.entries] to [changefeed_reader:ledger.entries]';
 end;
 
 if @action = N'created'
     insert into [changefeed].[feeds] (
-        feed_id, source_schema, source_table, mode, key_signature, options, names,
-        protocol_version, created_at, updated_at)
+        feed_id, source_database, source_schema, source_table, source_relation, mode,
+        key_signature, keys, options, names, protocol_version, created_at, updated_at)
     values (
-        N'ledger.entries', N'ledger', N'entries', N'outbox',
-        N'[["booked_at", "datetime2(3)", null, false], ["amount", "decimal(18, 4)", null, false], ["note", "varchar(max)", "SQL_Latin1_General_CP1_CI_AS", false], ["code", "char(10)", "Danish_Norwegian_CS_AS", false], ["day", "date", null, true], ["blob", "varbinary(max)", null, false]]', N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}', 1,
-        sysutcdatetime(), sysutcdatetime());
+        N'ledger.entries', N'changefeed_test',
+        N'ledger', N'entries',
+        N'[ledger].[entries]', N'outbox',
+        N'[["booked_at", "datetime2(3)", null, false], ["amount", "decimal(18, 4)", null, false], ["note", "varchar(max)", "SQL_Latin1_General_CP1_CI_AS", false], ["code", "char(10)", "Danish_Norwegian_CS_AS", false], ["day", "date", null, true], ["blob", "varbinary(max)", null, false]]', N'[{"name": "booked_at", "data_type": "datetime2(3)", "collation": null}, {"name": "amount", "data_type": "decimal(18, 4)", "collation": null}, {"name": "note", "data_type": "varchar(max)", "collation": "SQL_Latin1_General_CP1_CI_AS"}, {"name": "code", "data_type": "char(10)", "collation": "Danish_Norwegian_CS_AS"}, {"name": "day", "data_type": "date", "collation": null, "nullable": true}, {"name": "blob", "data_type": "varbinary(max)", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}',
+        N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}', 1, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
     set options = N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', protocol_version = 1, updated_at = sysutcdatetime()
@@ -1306,23 +1311,23 @@ begin
     select @released as released;
 end';
 
-grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries];
+exec sp_executesql N'grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries]';
 
-grant update on object::[changefeed].[sequence:ledger.entries] to [changefeed_writer:ledger.entries];
+exec sp_executesql N'grant update on object::[changefeed].[sequence:ledger.entries] to [changefeed_writer:ledger.entries]';
 
-grant select on object::[changefeed].[feed:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant select on object::[changefeed].[feed:ledger.entries] to [changefeed_reader:ledger.entries]';
 
-grant execute on object::[changefeed].[read_feed:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant execute on object::[changefeed].[read_feed:ledger.entries] to [changefeed_reader:ledger.entries]';
 
-grant execute on object::[changefeed].[safe_point:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant execute on object::[changefeed].[safe_point:ledger.entries] to [changefeed_reader:ledger.entries]';
 
-grant execute on object::[changefeed].[tombstone:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant execute on object::[changefeed].[tombstone:ledger.entries] to [changefeed_reader:ledger.entries]';
 
-grant execute on object::[changefeed].[barrier_acquire:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:ledger.entries] to [changefeed_reader:ledger.entries]';
 
-grant execute on object::[changefeed].[barrier_check:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:ledger.entries] to [changefeed_reader:ledger.entries]';
 
-grant execute on type::[changefeed].[type:read:ledger.entries] to [changefeed_reader:ledger.entries];
+exec sp_executesql N'grant execute on type::[changefeed].[type:read:ledger.entries] to [changefeed_reader:ledger.entries]';
 
 update [changefeed].[feeds]
 set options = N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', protocol_version = 1, updated_at = sysutcdatetime()
