@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from changefeed.client import ChangefeedError
-from pg_faults.checker import ZERO_ULID, Event, History
+from pg_faults.checker import ZERO_ULID, Event, History, Write
 from pg_faults.feedkit import FeedKit
 
 
@@ -35,8 +35,20 @@ def write_once(
     keys: list[Any],
     **kwargs: Any,
 ) -> bool:
-    """One recorded write; ``True`` if it committed. Errors other than the server's
-    refusing the write (an abandoned/burned write, a serialisation error) propagate."""
+    """One recorded write; ``True`` if it committed (see :func:`record_write`)."""
+    return record_write(kit, conn, history, shard, keys, **kwargs).outcome == "ok"
+
+
+def record_write(
+    kit: FeedKit,
+    conn: psycopg.Connection[Any],
+    history: History,
+    shard: int,
+    keys: list[Any],
+    **kwargs: Any,
+) -> Write:
+    """One recorded write; returns its record. A refusal by the server (an abandoned or
+    burned write, a constraint) is a ``failed`` write; other errors propagate."""
     write = history.begin_write(shard, keys)
     try:
         kit.write(conn, shard, keys, **kwargs)
@@ -44,12 +56,12 @@ def write_once(
         # The commit never happened if the connection is still usable: it rolled back.
         outcome = "unknown" if (conn.closed or conn.broken) else "failed"
         history.end_write(write, outcome, f"{type(exc).__name__} {exc.sqlstate}: {exc}")
-        return False
+        return write
     except BaseException as exc:
         history.end_write(write, "unknown", repr(exc))
         raise
     history.end_write(write, "ok")
-    return True
+    return write
 
 
 def read_page(
@@ -200,7 +212,7 @@ class ThreadWrite:
         self.started = time.monotonic()
         self.ok: bool | None = None
         self.error: BaseException | None = None
-        self.write_id: str | None = None
+        self.record: Write | None = None
         self._reached = threading.Condition()
 
         def step(name: str, **data: Any) -> None:
@@ -212,9 +224,8 @@ class ThreadWrite:
 
         def run() -> None:
             try:
-                self.ok = write_once(kit, conn, history, shard, keys, step=step, **kwargs)
-                if not self.ok:
-                    self.write_id = list(history.writes)[-1]
+                self.record = record_write(kit, conn, history, shard, keys, step=step, **kwargs)
+                self.ok = self.record.outcome == "ok"
             except BaseException as exc:
                 self.error = exc
 

@@ -21,7 +21,7 @@ from changefeed.client import WriteAbandoned
 from pg_faults.checker import History, check
 from pg_faults.conftest import Connections, MakeFeed
 from pg_faults.feedkit import FeedKit
-from pg_faults.load import write_once
+from pg_faults.load import record_write, write_once
 
 pytestmark = pytest.mark.postgres
 
@@ -57,10 +57,10 @@ def race_once(
 
     tomb = threading.Thread(target=tombstone)
     tomb.start()
-    committed = write_once(kit, wconn, history, 0, keys, step=step)
+    write = record_write(kit, wconn, history, 0, keys, step=step)
     tomb.join(10)
     assert len(won) == 1, "the tombstone call did not finish"
-    return committed, won[0], history.writes[list(history.writes)[-1]].detail
+    return write.outcome == "ok", won[0], write.detail
 
 
 def test_tombstone_races_commit(
