@@ -11,7 +11,8 @@
 create or alter procedure {{ n.read_feed.sql }}
     @shard_id int,
     @cursor binary(16) = {{ c.zero16 }},
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed's name for @page_size
 as
 begin
     -- changefeed protocol {{ c.version }}, {{ c.mode }} mode (docs/protocol.md sections 5 and 8)
@@ -58,6 +59,7 @@ begin
 
     if @shard_id is null
         throw 51002, N'changefeed: @shard_id must not be NULL', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N'changefeed: @page_size must be at least 1', 1;
     set @cursor = isnull(@cursor, {{ c.zero16 }});

@@ -662,7 +662,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, blocking mode (docs/protocol.md sections 5 and 8)
@@ -682,6 +683,7 @@ begin
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
@@ -1435,7 +1437,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, blocking mode (docs/protocol.md sections 5 and 8)
@@ -1455,6 +1458,7 @@ begin
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);

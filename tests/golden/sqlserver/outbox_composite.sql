@@ -262,7 +262,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.order_lines]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, outbox mode (docs/protocol.md sections 5 and 8)
@@ -307,6 +308,7 @@ begin
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
@@ -817,7 +819,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.order_lines]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, outbox mode (docs/protocol.md sections 5 and 8)
@@ -862,6 +865,7 @@ begin
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);

@@ -268,7 +268,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, outbox mode (docs/protocol.md sections 5 and 8)
@@ -315,6 +316,7 @@ col] decimal(18, 4) not null);
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
@@ -838,7 +840,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, outbox mode (docs/protocol.md sections 5 and 8)
@@ -885,6 +888,7 @@ col] decimal(18, 4) not null);
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);

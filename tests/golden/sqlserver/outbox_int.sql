@@ -256,7 +256,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.orders]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, outbox mode (docs/protocol.md sections 5 and 8)
@@ -299,6 +300,7 @@ begin
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
@@ -809,7 +811,8 @@ end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.orders]
     @shard_id int,
     @cursor binary(16) = 0x00000000000000000000000000000000,
-    @page_size int = 1000
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
 begin
     -- changefeed protocol 1, outbox mode (docs/protocol.md sections 5 and 8)
@@ -852,6 +855,7 @@ begin
 
     if @shard_id is null
         throw 51002, N''changefeed: @shard_id must not be NULL'', 1;
+    set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
     set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
