@@ -12,6 +12,12 @@ Everything the landing knows about the format lives here:
 * the heads: per shard ``max(ulid)`` over the committed rows, which is the feed's safe
   point and the landing's cursor (11.3, 11.6);
 * the first-write cleanup of an orphaned table location (11.5).
+
+The column names come from :mod:`changefeed.sparkfeed` (the format's Python module).
+Its ``write_batch`` is not used for the write itself: it checks F3 with a separate
+Spark job over the events, which for a database source would read every event from
+the database twice. Here F3 holds by construction (each shard is read strictly after
+its committed head), so the batch is written in one pass.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.spark.datasource._errors import ChangefeedSourceError
+from changefeed.sparkfeed import BATCH_COLUMN, RESERVED_COLUMNS
 
-BATCH_COLUMN = "changefeed_batch"
-RESERVED = ("shard_id", "ulid", BATCH_COLUMN)
+RESERVED = RESERVED_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,25 @@ def schema_location(spark: Any, database: str) -> str:
 def clear_orphan_location(spark: Any, table: TableName) -> None:
     """Delete the managed location of a table that is not in the catalog (11.5)."""
     path = schema_location(spark, table.database).rstrip("/") + "/" + table.table.lower()
+    if _exists(spark, path) is False:
+        return
     cleanup = TableName(table.database, table.table.lower() + "__changefeed_cleanup")
     spark.sql(f"create table if not exists {cleanup.sql} (x int) using parquet")
     spark.sql(f"alter table {cleanup.sql} set location '{_sql_string(path)}'")
     spark.sql(f"drop table if exists {cleanup.sql}")
+
+
+def _exists(spark: Any, path: str) -> bool | None:
+    """Whether ``path`` exists (Hadoop file system of the session); None if unknown
+    (e.g. Spark Connect, which has no JVM handle): then the cleanup runs anyway."""
+    try:
+        context = spark.sparkContext
+        jvm = context._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
+        return bool(fs.exists(hadoop_path))
+    except Exception:
+        return None
 
 
 def _sql_string(text: str) -> str:

@@ -114,7 +114,7 @@ class SqlServerBackend(Backend):
         registry = self._q("feeds")
         try:
             _, rows = self._execute(
-                f"select mode, key_signature, names, source_schema, source_table from {registry} "
+                f"select mode, keys, names, source_schema, source_table from {registry} "
                 "where feed_id = %s",
                 (feed_id,),
             )
@@ -134,7 +134,7 @@ class SqlServerBackend(Backend):
                 f"[{self.changefeed_schema}].[feeds] (set it up with changefeed.setup_feed). "
                 f"Known feeds: {', '.join(str(r[0]) for r in known) or 'none'}"
             )
-        mode, key_signature, names, source_schema, source_table = rows[0]
+        mode, keys, names, source_schema, source_table = rows[0]
         info = FeedInfo(
             dialect=self.dialect,
             feed_id=feed_id,
@@ -142,7 +142,7 @@ class SqlServerBackend(Backend):
             changefeed_schema=self.changefeed_schema,
             source_schema=str(source_schema),
             source_table=str(source_table),
-            keys=parse_keys(key_signature),
+            keys=parse_keys(keys),
             names=json.loads(names) if isinstance(names, str) else dict(names or {}),
         )
         if not payload:
@@ -171,7 +171,22 @@ class SqlServerBackend(Backend):
                 for r in rows}  # fmt: skip
 
     def shards(self, info: FeedInfo) -> list[int]:
-        return sorted(self._all_safe_points(info))
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
+        shards = set(self._all_safe_points(info))
+        if info.mode == "outbox":
+            try:
+                _, rows = self._execute(
+                    f"select distinct shard_id from {self._q(info.name('outbox'))} with (readpast)"
+                )
+            except Exception as exc:
+                if _number(exc) == 229:  # permission denied
+                    raise ChangefeedSourceError(
+                        f"feed {info.feed_id}: this user may not list the shards of the outbox; "
+                        "name them with the option shards, e.g. .option('shards', '0,1,2')"
+                    ) from None
+                raise
+            shards.update(int(r[0]) for r in rows)
+        return sorted(shards)
 
     def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
         found = self._all_safe_points(info)

@@ -1,0 +1,319 @@
+"""The exact T-SQL the Spark source sends to SQL Server, pinned with a recording fake.
+
+SQL Server cannot run on this machine, so this is the one place where a fake database
+stands in: a DB-API connection that records every statement, rendered by pymssql's own
+parameter substitution (``pymssql._mssql.substitute_params``), i.e. the text pymssql
+sends, and answers from a script. The same code runs against a real server in
+``tests/sqlserver_live/test_spark_source_live.py`` (needs ``CHANGEFEED_SQLSERVER_DSN``).
+Planning and paging are the code PostgreSQL uses; only the backend differs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pymssql import _mssql
+
+from changefeed.spark.datasource import ChangefeedSourceError, _source, parse_options
+from changefeed.spark.datasource._backend import parse_connection, read_range
+from changefeed.spark.datasource._sqlserver import (
+    PAYLOAD_CHUNK,
+    SqlServerBackend,
+    connect_arguments,
+)
+
+FEED = "dbo.orders"
+NAMES = {"read_feed": "read_feed:dbo.orders", "safe_point": "safe_point:dbo.orders",
+         "outbox": "outbox:dbo.orders", "state": "state:dbo.orders"}  # fmt: skip
+KEYS = [{"name": "order_id", "data_type": "bigint", "collation": None}]
+URI = "mssql://reader:pw@db.example:1433/shop"
+
+
+def u(n: int) -> bytes:
+    """A ULID whose last byte is ``n`` (ordered like n)."""
+    return bytes(15) + bytes([n])
+
+
+Answer = tuple[list[str], list[tuple[Any, ...]]]
+
+
+class FakeServer:
+    """Answers statements by regular expression; records each as pymssql renders it."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+        self.connects: list[dict[str, Any]] = []
+        self.rules: list[tuple[re.Pattern[str], Callable[[str], Answer]]] = []
+        self.closed = 0
+
+    def on(self, pattern: str, answer: Answer | Callable[[str], Answer] | Exception) -> None:
+        def respond(sql: str) -> Answer:
+            if isinstance(answer, Exception):
+                raise answer
+            return answer(sql) if callable(answer) else answer
+
+        self.rules.insert(0, (re.compile(pattern, re.S), respond))
+
+    def connect(self, **kwargs: Any) -> FakeConnection:
+        self.connects.append(kwargs)
+        return FakeConnection(self)
+
+
+class FakeConnection:
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+
+    def cursor(self) -> FakeCursor:
+        return FakeCursor(self.server)
+
+    def close(self) -> None:
+        self.server.closed += 1
+
+
+class FakeCursor:
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.description: list[tuple[str, ...]] | None = None
+        self._rows: list[tuple[Any, ...]] = []
+
+    def execute(self, sql: str, params: tuple[Any, ...] | None = None) -> None:
+        rendered = sql if params is None else _mssql.substitute_params(sql, params).decode()
+        self.server.statements.append(rendered)
+        for pattern, respond in self.server.rules:
+            if pattern.search(rendered):
+                names, rows = respond(rendered)
+                self.description = [(n,) for n in names] if names else None
+                self._rows = rows
+                return
+        raise AssertionError(f"unexpected statement: {rendered}")
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def close(self) -> None:
+        pass
+
+
+def registry(server: FakeServer, mode: str = "blocking") -> None:
+    server.on(r"from \[changefeed\]\.\[feeds\] where feed_id = N'dbo\.orders'",
+              (["mode", "keys", "names", "source_schema", "source_table"],
+               [(mode, json.dumps(KEYS), json.dumps(NAMES), "dbo", "orders")]))  # fmt: skip
+
+
+def safe_points(server: FakeServer, points: dict[int, bytes]) -> None:
+    server.on(r"^exec \[changefeed\]\.\[safe_point:dbo\.orders\]$",
+              (["shard_id", "safe_point", "head", "pending"],
+               [(s, p, p, 0) for s, p in sorted(points.items())]))  # fmt: skip
+
+
+def feed_pages(server: FakeServer, events: dict[int, list[tuple[bytes, int]]]) -> None:
+    """read_feed answers from ``events`` (shard -> [(ulid, order_id)]), pages of the asked size."""
+
+    def page(sql: str) -> Answer:
+        m = re.search(r"@shard_id = (-?\d+), @cursor = 0x([0-9a-f]{32}), @pagesize = (\d+)$", sql)
+        assert m, sql
+        shard, cursor, size = int(m.group(1)), bytes.fromhex(m.group(2)), int(m.group(3))
+        rows = [(ulid, key) for ulid, key in events.get(shard, []) if ulid > cursor][:size]
+        return ["ulid", "order_id"], rows
+
+    server.on(r"^exec \[changefeed\]\.\[read_feed:dbo\.orders\] ", page)
+
+
+def backend(server: FakeServer) -> SqlServerBackend:
+    return SqlServerBackend(parse_connection(URI), "changefeed", connect=server.connect)
+
+
+def test_connect_arguments() -> None:
+    args = connect_arguments(
+        "mssql://app%40corp:p%3Ass@sql.example:14330/shop%20db?tds_version=7.4"
+    )
+    assert args == {"server": "sql.example", "port": 14330, "user": "app@corp", "password": "p:ss",
+                    "database": "shop db", "autocommit": True, "login_timeout": 15,
+                    "appname": "changefeed-spark", "tds_version": "7.4"}  # fmt: skip
+    with pytest.raises(ChangefeedSourceError, match="parameter 'driver' is not supported"):
+        connect_arguments("mssql://a:b@h/db?driver=x")
+    # user/password options replace the URI's, so the secret can stay out of the URI.
+    connection = parse_connection("sqlserver://h:1433/db", user="app", password="s3:cr/t")
+    assert connect_arguments(connection.uri)["password"] == "s3:cr/t"
+
+
+def test_describe_reads_the_registry() -> None:
+    server = FakeServer()
+    registry(server)
+    info = backend(server).describe(FEED, payload=False)
+    assert server.statements == [
+        "select mode, keys, names, source_schema, source_table from [changefeed].[feeds] "
+        "where feed_id = N'dbo.orders'"
+    ]
+    assert (info.mode, info.keys[0].name, info.keys[0].db_type) == (
+        "blocking",
+        "order_id",
+        "bigint",
+    )
+    assert info.name("read_feed") == "read_feed:dbo.orders"
+    assert server.connects[0]["server"] == "db.example"
+
+
+def test_describe_with_payload_reads_the_source_columns() -> None:
+    server = FakeServer()
+    registry(server)
+    server.on(r"from sys\.columns", (["name", "type", "max_length", "precision", "scale"], [
+        ("order_id", "bigint", 8, 19, 0), ("amount", "decimal", 9, 12, 2),
+        ("note", "nvarchar", -1, 0, 0), ("at", "datetime2", 8, 27, 3),
+        ("tag", "uniqueidentifier", 16, 0, 0)]))  # fmt: skip
+    info = backend(server).describe(FEED, payload=True)
+    assert server.statements[-1] == (
+        "select c.name, t.name, c.max_length, c.precision, c.scale from sys.columns as c "
+        "join sys.types as t on t.user_type_id = c.user_type_id "
+        "where c.object_id = object_id(N'[dbo].[orders]') order by c.column_id"
+    )
+    assert info.layout().spark_schema().simpleString() == (
+        "struct<shard_id:int,ulid:binary,order_id:bigint,payload:struct<order_id:bigint,"
+        "amount:decimal(12,2),note:string,at:timestamp_ntz,tag:string>>"
+    )
+
+
+def test_unknown_feed_and_missing_registry_are_named() -> None:
+    server = FakeServer()
+    server.on(r"where feed_id = ", (["mode"], []))
+    server.on(r"select feed_id from", (["feed_id"], [("dbo.carts",), ("sales.items",)]))
+    expected = r"unknown feed 'dbo\.orders'.*Known feeds: dbo\.carts, sales\.items"
+    with pytest.raises(ChangefeedSourceError, match=expected):
+        backend(server).describe(FEED, payload=False)
+
+    server = FakeServer()
+    server.on(r"where feed_id = ", _mssql.MSSQLDatabaseException(208, b"Invalid object name"))
+    with pytest.raises(ChangefeedSourceError, match=r"no feed registry \[changefeed\]\.\[feeds\]"):
+        backend(server).describe(FEED, payload=False)
+
+
+def test_unreachable_server_is_named_without_the_password() -> None:
+    def refuse(**kwargs: Any) -> Any:
+        raise _mssql.MSSQLDatabaseException(
+            20009, b"Unable to connect: Adaptive Server is unavailable"
+        )
+
+    with pytest.raises(ChangefeedSourceError) as info:
+        SqlServerBackend(parse_connection(URI), "changefeed", connect=refuse)
+    assert "cannot connect to SQL Server at mssql://reader:***@db.example:1433/shop" in str(
+        info.value
+    )
+    assert "pw" not in str(info.value).replace("mssql://reader:***", "")
+
+
+def test_safe_points_shards_and_outbox_moves() -> None:
+    server = FakeServer()
+    registry(server, mode="outbox")
+    safe_points(server, {0: u(9), 3: u(20)})
+    outbox = r"select distinct shard_id from \[changefeed\]\.\[outbox:dbo\.orders\] with"
+    server.on(outbox, (["shard_id"], [(3,), (5,)]))
+    feed_pages(server, {})
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    server.statements.clear()
+
+    assert b.shards(info) == [0, 3, 5]
+    assert b.safe_points(info, [0, 5]) == {0: u(9), 5: bytes(16)}
+    b.move_outbox(info, [0, 5])
+    assert server.statements == [
+        "exec [changefeed].[safe_point:dbo.orders]",
+        "select distinct shard_id from [changefeed].[outbox:dbo.orders] with (readpast)",
+        "exec [changefeed].[safe_point:dbo.orders]",
+        # Outbox mode: read_feed at the head moves the outbox (page dropped).
+        "exec [changefeed].[safe_point:dbo.orders]",
+        "exec [changefeed].[read_feed:dbo.orders] @shard_id = 0, "
+        f"@cursor = 0x{u(9).hex()}, @pagesize = 1",
+        "exec [changefeed].[read_feed:dbo.orders] @shard_id = 5, "
+        f"@cursor = 0x{bytes(16).hex()}, @pagesize = 1",
+    ]
+
+
+def test_pages_up_to_the_planned_end() -> None:
+    server = FakeServer()
+    registry(server)
+    events = {1: [(u(n), 100 + n) for n in range(1, 12)]}
+    feed_pages(server, events)
+    safe_points(server, {1: u(30)})
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    server.statements.clear()
+
+    pages = list(read_range(b, info, 1, u(2), u(8), page_size=4))
+    assert pages == [[(1, u(n), 100 + n) for n in (3, 4, 5, 6)], [(1, u(7), 107), (1, u(8), 108)]]
+    assert server.statements == [
+        f"exec [changefeed].[read_feed:dbo.orders] @shard_id = 1, @cursor = 0x{u(2).hex()}, "
+        "@pagesize = 4",
+        f"exec [changefeed].[read_feed:dbo.orders] @shard_id = 1, @cursor = 0x{u(6).hex()}, "
+        "@pagesize = 4",
+    ]
+    # At the end of the events: an empty page, then a check that the safe point still
+    # covers the planned end (it would not if the feed had been re-created).
+    server.statements.clear()
+    assert list(read_range(b, info, 1, u(8), u(30), page_size=4)) == [
+        [(1, u(n), 100 + n) for n in (9, 10, 11)]
+    ]
+    assert server.statements[-1] == "exec [changefeed].[safe_point:dbo.orders]"
+    safe_points(server, {1: u(11)})  # the feed went backwards (re-created)
+    with pytest.raises(ChangefeedSourceError, match=r"below .* that this read was planned up to"):
+        list(read_range(b, info, 1, u(11), u(30), page_size=4))
+
+
+def test_payload_lookup_in_chunks() -> None:
+    server = FakeServer()
+    registry(server)
+    server.on(r"from sys\.columns", (["name", "type", "max_length", "precision", "scale"],
+              [("order_id", "bigint", 8, 19, 0), ("amount", "money", 8, 19, 4)]))  # fmt: skip
+    count = PAYLOAD_CHUNK + 3
+    feed_pages(
+        server,
+        {
+            0: [(u(1), 10_000)]
+            + [(bytes(14) + n.to_bytes(2, "big"), n) for n in range(2, count + 1)]
+        },
+    )
+    lookups: list[str] = []
+
+    def source_rows(sql: str) -> Answer:
+        lookups.append(sql)
+        keys = [int(k) for k in re.findall(r"\((\d+)\)", sql.split(" as v(")[0])]
+        return ["order_id", "order_id", "amount"], [
+            (k, k, Decimal("1.5")) for k in keys if k != 10_000
+        ]
+
+    server.on(r"from \(values ", source_rows)
+    b = backend(server)
+    info = b.describe(FEED, payload=True)
+    page = b.read_page(info, 0, bytes(16), count)
+    assert len(page) == count and len(lookups) == 2
+    assert lookups[1] == (
+        "select v.[order_id], s.[order_id], s.[amount] from (values (501), (502), (503)) "
+        "as v([order_id]) join [dbo].[orders] as s on s.[order_id] = v.[order_id]"
+    )
+    assert page[0] == (0, u(1), 10_000, False, None, None)  # no source row: null payload
+    assert page[1][3:] == (True, 2, Decimal("1.5"))
+
+
+def test_batch_planning_and_reading_share_the_postgres_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The data source's planner and partition reader, on the SQL Server backend."""
+    server = FakeServer()
+    registry(server)
+    safe_points(server, {0: u(6), 1: u(3)})
+    feed_pages(server, {0: [(u(n), n) for n in range(1, 9)], 1: [(u(2), 50)]})
+    monkeypatch.setattr(_source, "open_backend", lambda connection, schema: backend(server))
+    options = parse_options({"connection": URI, "feed": FEED, "pageSize": "3"})
+    info = _source.describe(options)
+    starts, ends = _source.plan_cursors(options, info)
+    assert (starts, ends) == ({0: bytes(16), 1: bytes(16)}, {0: u(6), 1: u(3)})
+    partitions = _source.partitions_for(options, info, starts, ends)
+    rows = [r for p in partitions for batch in _source.read_partition(p) for r in batch.to_pylist()]
+    assert [(r["shard_id"], r["order_id"]) for r in rows] == [(0, n) for n in range(1, 7)] + [
+        (1, 50)
+    ]
+    assert server.closed >= 3  # every backend opened was closed
