@@ -115,7 +115,7 @@ def feed_pages(server: FakeServer, events: dict[int, list[tuple[bytes, int]]]) -
     """read_feed answers from ``events`` (shard -> [(ulid, order_id)]), pages of the asked size."""
 
     def page(sql: str) -> Answer:
-        m = re.search(r"@shard_id = (-?\d+), @cursor = 0x([0-9a-f]{32}), @pagesize = (\d+)$", sql)
+        m = re.search(r"@shard_id = (-?\d+), @cursor = 0x([0-9a-f]{32}), @page_size = (\d+)$", sql)
         assert m, sql
         shard, cursor, size = int(m.group(1)), bytes.fromhex(m.group(2)), int(m.group(3))
         rows = [(ulid, key) for ulid, key in events.get(shard, []) if ulid > cursor][:size]
@@ -227,9 +227,9 @@ def test_safe_points_shards_and_outbox_moves() -> None:
         # Outbox mode: read_feed at the head moves the outbox (page dropped).
         "exec [changefeed].[safe_point:dbo.orders]",
         "exec [changefeed].[read_feed:dbo.orders] @shard_id = 0, "
-        f"@cursor = 0x{u(9).hex()}, @pagesize = 1",
+        f"@cursor = 0x{u(9).hex()}, @page_size = 1",
         "exec [changefeed].[read_feed:dbo.orders] @shard_id = 5, "
-        f"@cursor = 0x{bytes(16).hex()}, @pagesize = 1",
+        f"@cursor = 0x{bytes(16).hex()}, @page_size = 1",
     ]
 
 
@@ -247,9 +247,9 @@ def test_pages_up_to_the_planned_end() -> None:
     assert pages == [[(1, u(n), 100 + n) for n in (3, 4, 5, 6)], [(1, u(7), 107), (1, u(8), 108)]]
     assert server.statements == [
         f"exec [changefeed].[read_feed:dbo.orders] @shard_id = 1, @cursor = 0x{u(2).hex()}, "
-        "@pagesize = 4",
+        "@page_size = 4",
         f"exec [changefeed].[read_feed:dbo.orders] @shard_id = 1, @cursor = 0x{u(6).hex()}, "
-        "@pagesize = 4",
+        "@page_size = 4",
     ]
     # At the end of the events: an empty page, then a check that the safe point still
     # covers the planned end (it would not if the feed had been re-created).

@@ -207,7 +207,7 @@ class SqlServerBackend(Backend):
 
     def _read_feed_sql(self, info: FeedInfo) -> str:
         name = self._q(info.name("read_feed"))
-        return f"exec {name} @shard_id = %s, @cursor = %s, @pagesize = %s"
+        return f"exec {name} @shard_id = %s, @cursor = %s, @page_size = %s"
 
     def read_page(self, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
         names, rows = self._execute(
