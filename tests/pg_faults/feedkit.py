@@ -35,7 +35,8 @@ class FeedKit:
     schema: str
     names: dict[str, str]
     key_columns: list[str]
-    source_relation: str
+    source_schema: str
+    source_table: str
     options: dict[str, Any] = field(default_factory=dict)
 
     # -- construction -----------------------------------------------------------------
@@ -46,21 +47,22 @@ class FeedKit:
     ) -> FeedKit:
         row = conn.execute(
             sql.SQL(
-                "select mode, names, keys, source_relation, options"
+                "select mode, names, keys, source_schema, source_table, options"
                 " from {}.feeds where feed_id = %s"
             ).format(sql.Identifier(schema)),
             [feed_id],
         ).fetchone()
         if row is None:
             raise LookupError(f"feed {feed_id} is not registered in {schema}.feeds")
-        mode, names, keys, source_relation, options = row
+        mode, names, keys, source_schema, source_table, options = row
         return cls(
             feed_id=feed_id,
             mode=mode,
             schema=schema,
             names=dict(names),
             key_columns=[k["name"] for k in keys],
-            source_relation=source_relation,
+            source_schema=source_schema,
+            source_table=source_table,
             options=dict(options),
         )
 
@@ -142,7 +144,7 @@ class FeedKit:
         with conn.cursor() as cur:
             cur.executemany(
                 sql.SQL("insert into {} ({}) values ({})").format(
-                    sql.SQL(self.source_relation),
+                    sql.Identifier(self.source_schema, self.source_table),
                     cols,
                     sql.SQL(", ").join(sql.Placeholder() for _ in self.key_columns),
                 ),

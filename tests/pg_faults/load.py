@@ -133,8 +133,14 @@ def run_load(
     seed: int = 0,
     deadline_s: float = 60.0,
     writer_shard: Callable[[int, random.Random], int] | None = None,
+    key: Callable[[int], Any] = lambda n: n,
+    until: threading.Event | None = None,
 ) -> LoadResult:
-    """Run writers and readers together, then let every reader catch up to the end."""
+    """Run writers and readers together, then let every reader catch up to the end.
+
+    Each writer makes ``writes_per_writer`` writes, or with ``until`` keeps writing until
+    that event is set. ``key`` maps a unique number to a key of the feed.
+    """
     history = History()
     errors: list[BaseException] = []
     done = threading.Event()
@@ -148,13 +154,16 @@ def run_load(
         try:
             conn = connect()
             start_gate.wait()
-            for n in range(writes_per_writer):
+            n = 0
+            while (n < writes_per_writer) if until is None else not until.is_set():
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"writer {i} passed the deadline at write {n}")
                 shard = writer_shard(i, rng) if writer_shard else rng.choice(shards)
-                keys = [i * 10_000_000 + n * 100 + j for j in range(rng.randint(rows[0], rows[1]))]
+                size = rng.randint(rows[0], rows[1])
+                keys = [key(i * 10_000_000 + n * 100 + j) for j in range(size)]
                 if write_once(kit, conn, history, shard, keys):
                     counts[i] += 1
+                n += 1
         except BaseException as exc:
             errors.append(exc)
 
