@@ -98,7 +98,7 @@ def test_short_names_keep_the_mssql_changefeed_style(dbt: Any) -> None:
     assert _name(dbt, "shop.orders", "feed", 63, "bytes") == "feed:shop.orders"
 
 
-@pytest.mark.parametrize(("unit", "limit"), [("bytes", 63), ("chars", 128)])
+@pytest.mark.parametrize(("unit", "limit"), [("bytes", 63), ("utf16", 128)])
 def test_long_names_are_shortened_within_the_limit_deterministically(
     dbt: Any, unit: str, limit: int
 ) -> None:
@@ -108,13 +108,26 @@ def test_long_names_are_shortened_within_the_limit_deterministically(
     first = _name(dbt, feed_id, "update_state", limit, unit)
     again = _name(dbt, feed_id, "update_state", limit, unit)
     assert first == again
-    measured = len(first.encode("utf-8")) if unit == "bytes" else len(first)
+    measured = _measure(first, unit)
     assert measured <= limit
     # Longest fitting prefix: one more character would not fit.
     assert measured > limit - (2 if unit == "bytes" else 1)
     assert first.startswith("update_state:schéma.ø")
     assert first.endswith("~" + digest)
     first.encode("utf-8").decode("utf-8")  # valid UTF-8: nothing was split
+
+
+def _measure(name: str, unit: str) -> int:
+    return len(name.encode("utf-8")) if unit == "bytes" else len(name.encode("utf-16-le")) // 2
+
+
+def test_utf16_counts_characters_outside_the_bmp_twice(dbt: Any) -> None:
+    # SQL Server's sysname is nvarchar(128): an emoji takes two of its 128 units.
+    feed_id = "s." + "\U0001F600" * 70
+    name = _name(dbt, feed_id, "feed", 128, "utf16")
+    assert _measure(name, "utf16") <= 128
+    assert len(name) < 128 - 40  # code points: far fewer than the 128 a naive count allows
+    assert name.endswith("~" + hashlib.md5(feed_id.encode("utf-8")).hexdigest()[:8])
 
 
 def test_long_names_sharing_a_prefix_do_not_collide(dbt: Any) -> None:
@@ -126,10 +139,10 @@ def test_long_names_sharing_a_prefix_do_not_collide(dbt: Any) -> None:
 
 
 def test_name_rules_reject_bad_units_and_impossible_limits(dbt: Any) -> None:
-    with pytest.raises(DbtError, match="name length unit must be 'bytes' or 'chars'"):
+    with pytest.raises(DbtError, match="name length unit must be 'bytes' or 'utf16'"):
         _name(dbt, "s.t", "state", 63, "words")
     with pytest.raises(DbtError, match="object kind 'barrier_acquire' is too long"):
-        _name(dbt, "s." + "t" * 40, "barrier_acquire", 20, "chars")
+        _name(dbt, "s." + "t" * 40, "barrier_acquire", 20, "utf16")
 
 
 def test_setup_feed_validates_before_touching_the_database(dbt: Any) -> None:

@@ -4,7 +4,7 @@
   names, and the protocol constants. Pure: no queries, no adapter calls.
 
   Names follow mssql-changefeed, `[changefeed].[kind:schema.table]`, and are shortened by
-  changefeed._feed_object_name (protocol section 9, unit = characters, limit 128) when
+  changefeed._feed_object_name (protocol section 9, unit = UTF-16 code units, limit 128) when
   longer. mode none (teardown) lists the objects of both modes.
 -#}
 {% macro _sqlserver_feed_context(spec) %}
@@ -53,7 +53,7 @@
   {%- for key, about in kinds.items() -%}
     {%- set kind, cls, modes = about -%}
     {%- if mode is none or mode in modes -%}
-      {%- set raw = changefeed._feed_object_name(spec, kind, 128, 'chars') -%}
+      {%- set raw = changefeed._feed_object_name(spec, kind, 128, 'utf16') -%}
       {%- set quoted = changefeed._sqlserver_quote_name(raw) -%}
       {%- if cls == 'role' -%}
         {%- set entry = {'name': raw, 'class': cls, 'sql': quoted,
@@ -136,7 +136,7 @@
       (protocol 4.1; `changefeed/shop.orders/0/0` by default). sp_getapplock takes at most
       255 characters, so the feed id is shortened by the long-name rule to leave room for
       the longest shard and generation suffix. -#}
-  {%- set lock_stem = changefeed._feed_object_name(spec, spec['schema'], 255 - 23, 'chars') -%}
+  {%- set lock_stem = changefeed._feed_object_name(spec, spec['schema'], 255 - 23, 'utf16') -%}
   {%- set lock_prefix = spec['schema'] ~ '/' ~ lock_stem[spec['schema'] | length + 1:] ~ '/' -%}
   {%- set context_key = 'changefeed/' ~ local_md5(spec['schema'] ~ '/' ~ spec['feed_id']) ~ '/' -%}
   {%- set options = {'stall_timeout_ms': stall, 'lock_probe_ms': probe, 'block_bits': bits} -%}
