@@ -95,20 +95,19 @@ def catch_up(
 
     An empty page alone does not prove the end: in outbox mode a concurrent reader may
     have moved the last rows while this one's move found nothing (see
-    ``test_reader_faults.py``). So once the shard's outbox is empty, read once more.
+    ``test_reader_faults.py``). So after an empty page, move the outbox (a reader may;
+    it waits for any mover still at work) and read once more.
     """
     deadline = time.monotonic() + timeout_s
     for shard in shards:
         while True:
             if read_page(kit, conn, history, reader, shard, page_size):
                 continue
-            if kit.outbox_count(conn, shard) == 0 and not read_page(
-                kit, conn, history, reader, shard, page_size
-            ):
+            kit.move_outbox(conn, shard)
+            if not read_page(kit, conn, history, reader, shard, page_size):
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{reader.name} could not catch up on shard {shard}")
-            time.sleep(0.005)
 
 
 @dataclass
@@ -135,6 +134,7 @@ def run_load(
     writer_shard: Callable[[int, random.Random], int] | None = None,
     key: Callable[[int], Any] = lambda n: n,
     until: threading.Event | None = None,
+    reader_connect: Callable[..., psycopg.Connection[Any]] | None = None,
 ) -> LoadResult:
     """Run writers and readers together, then let every reader catch up to the end.
 
@@ -170,7 +170,7 @@ def run_load(
     def reader(state: ReaderState, i: int) -> None:
         rng = random.Random(seed * 1000 + 500 + i)
         try:
-            conn = connect()
+            conn = (reader_connect or connect)()
             start_gate.wait()
             while not done.is_set() and time.monotonic() < deadline:
                 read_page(kit, conn, history, state, rng.choice(shards), rng.randint(1, max_page))
