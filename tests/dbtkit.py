@@ -213,8 +213,18 @@ class DbtHarness:
         with self._environment():
             result = runner.invoke([*args, *self._common_args(target)])
         if not result.success:
+            self._forget_inline_nodes(target)
             raise DbtError(_failure_text(result, problems))
         return result
+
+    def _forget_inline_nodes(self, target: str) -> None:
+        # `compile --inline` adds an `inline_query` node to the (cached) manifest and
+        # removes it in after_run, which dbt skips when the compile raises while
+        # executing; the next inline compile would then fail with "two sql_operations".
+        manifest = self._manifests.get(target)
+        if manifest is not None:
+            for unique_id in [k for k, n in manifest.nodes.items() if n.name == "inline_query"]:
+                manifest.nodes.pop(unique_id)
 
     # -- internals --------------------------------------------------------------------
 
