@@ -67,5 +67,5 @@
 
   {{ return(changefeed._spark_publish_sql(
       sql, columns, options['key'], options['shard'], options['time_hint'],
-      (this.schema ~ '.' ~ this.identifier) | lower, this if incremental else none)) }}
+      this.identifier | lower, this if incremental else none)) }}
 {% endmacro %}

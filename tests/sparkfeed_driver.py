@@ -40,10 +40,15 @@ PROFILE = "changefeed_integration_tests"
 def _profiles(workdir: Path, schema: str) -> Path:
     import yaml
 
-    directory = workdir / "profiles"
+    directory = workdir / f"profiles-{schema}"
     directory.mkdir(exist_ok=True)
-    output = {"type": "spark", "method": "session", "host": "localhost", "schema": schema,
-              "threads": 1}  # fmt: skip
+    output = {
+        "type": "spark",
+        "method": "session",
+        "host": "localhost",
+        "schema": schema,
+        "threads": 1,
+    }
     profile = {PROFILE: {"target": "spark", "outputs": {"spark": output}}}
     (directory / "profiles.yml").write_text(yaml.safe_dump(profile))
     return directory
@@ -107,31 +112,41 @@ def _land(spark: Any, spec: dict[str, Any]) -> int:
 
     from changefeed.sparkfeed import write_batch
 
-    schema = StructType([
-        StructField("shard_id", IntegerType(), False),
-        StructField("ulid", BinaryType(), False),
-        StructField("order_id", LongType(), False),
-        StructField("status", StringType(), True),
-    ])  # fmt: skip
+    schema = StructType(
+        [
+            StructField("shard_id", IntegerType(), False),
+            StructField("ulid", BinaryType(), False),
+            StructField("order_id", LongType(), False),
+            StructField("status", StringType(), True),
+        ]
+    )
     rows = [(int(s), bytes.fromhex(u), int(o), st) for s, u, o, st in spec["rows"]]
     return write_batch(spark, spec["table"], spark.createDataFrame(rows, schema))
 
 
-def _dbt(workdir: Path, plan: dict[str, Any], profiles: Path, step: dict[str, Any]) -> str | None:
+def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | None:
     from dbt.cli.main import dbtRunner
+
+    profiles = _profiles(workdir, step.get("schema", plan["schema"]))
 
     env = {
         "CHANGEFEED_DBT_PACKAGES_DIR": plan["packages_dir"],
-        "DBT_TARGET_PATH": str(workdir / "target"),
+        "DBT_TARGET_PATH": str(workdir / f"target-{step.get('schema', plan['schema'])}"),
         **step.get("env", {}),
     }
     os.environ.update(env)
-    args = [*step["dbt"],
-            "--project-dir", str(REPO / "integration_tests"),
-            "--profiles-dir", str(profiles),
-            "--target", "spark",
-            "--log-path", str(workdir / "logs"),
-            "--no-version-check"]  # fmt: skip
+    args = [
+        *step["dbt"],
+        "--project-dir",
+        str(REPO / "integration_tests"),
+        "--profiles-dir",
+        str(profiles),
+        "--target",
+        "spark",
+        "--log-path",
+        str(workdir / "logs"),
+        "--no-version-check",
+    ]
     if step["dbt"][0] not in ("deps", "clean"):
         args += ["--vars", json.dumps(plan.get("vars", {}))]
     result = dbtRunner().invoke(args)
@@ -150,13 +165,14 @@ def main() -> None:
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
     from changefeed.local_spark import local_spark_session
 
-    spark = local_spark_session("changefeed-kill-test", warehouse_dir=workdir / "warehouse",
-                                hive=True)  # fmt: skip
-    profiles = _profiles(workdir, plan["schema"])
+    spark = local_spark_session(
+        "changefeed-kill-test", warehouse_dir=workdir / "warehouse", hive=True
+    )
     log = workdir / "steps.jsonl"
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
-        _dbt(workdir, plan, profiles, {"dbt": ["deps"]})
+        _dbt(workdir, plan, {"dbt": ["deps"]})
     for index, step in enumerate(plan["steps"]):
+        (workdir / "current_step").write_text(f"{index} {time.time()}")
         started = time.monotonic()
         record: dict[str, Any] = {"index": index, "step": next(iter(step))}
         try:
@@ -165,7 +181,7 @@ def main() -> None:
             elif "land" in step:
                 record["batch"] = _land(spark, step["land"])
             elif "dbt" in step:
-                error = _dbt(workdir, plan, profiles, step)
+                error = _dbt(workdir, plan, step)
                 expected = step.get("expect_error")
                 if expected is None and error is not None:
                     raise RuntimeError(f"dbt {step['dbt']} failed: {error}")
@@ -196,3 +212,307 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# -- test side: run a plan in a new process group, optionally kill it -------------------
+
+
+class PlanResult:
+    """What one driver process did: its exit code, finished steps, and how it ended."""
+
+    def __init__(
+        self,
+        returncode: int,
+        steps: list[dict[str, Any]],
+        killed: str | None,
+        seconds: float,
+        output: str,
+    ) -> None:
+        self.returncode = returncode
+        self.steps = steps
+        self.killed = killed
+        self.seconds = seconds
+        self.output = output
+
+    def failure(self) -> str | None:
+        """The traceback of a failed step, if any."""
+        for step in self.steps:
+            if "failed" in step:
+                return str(step["failed"])
+        return None
+
+
+def run_plan(
+    workdir: Path,
+    plan: dict[str, Any],
+    *,
+    kill_when: Any = None,
+    timeout: float = 400.0,
+) -> PlanResult:
+    """Run ``plan`` in a fresh driver process; SIGKILL its process group once ``kill_when``
+    (a callable returning a description or None, polled every 20 ms) fires."""
+    import signal
+    import subprocess
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "steps.jsonl").unlink(missing_ok=True)
+    (workdir / "paused").unlink(missing_ok=True)
+    plan = {**plan, "workdir": str(workdir)}
+    plan_file = workdir / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    log_file = workdir / "driver.log"
+    started = time.monotonic()
+    with log_file.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), str(plan_file)],
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        killed: str | None = None
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - started > timeout:
+                    killed = "timeout"
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    break
+                if kill_when is not None:
+                    reason = kill_when()
+                    if reason:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        killed = str(reason)
+                        break
+                time.sleep(0.02)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=60)
+    steps = (
+        [json.loads(line) for line in (workdir / "steps.jsonl").read_text().splitlines()]
+        if (workdir / "steps.jsonl").exists()
+        else []
+    )
+    output = log_file.read_text(errors="replace")[-4000:]
+    return PlanResult(proc.returncode, steps, killed, time.monotonic() - started, output)
+
+
+def table_dir(workdir: Path, schema: str, table: str) -> Path:
+    """The managed location of ``schema.table`` in the driver's warehouse."""
+    return workdir / "warehouse" / f"{schema}.db" / table
+
+
+def step_started(workdir: Path, index: int) -> float | None:
+    """When the driver started step ``index`` (epoch seconds), or None if it has not yet."""
+    marker = workdir / "current_step"
+    try:
+        current, started = marker.read_text().split()
+    except (OSError, ValueError):
+        return None
+    return float(started) if int(current) == index else None
+
+
+def written_parts(workdir: Path, index: int, directory: Path) -> str | None:
+    """A kill condition: during step ``index``, a task has written data into a job's
+    uncommitted output under ``directory`` (``.spark-staging-*`` of an insert, or
+    ``_temporary`` of a create-table-as-select)."""
+    since = step_started(workdir, index)
+    if since is None or not directory.exists():
+        return None
+    for pattern in (".spark-staging-*/**/part-*", "_temporary/**/part-*"):
+        for path in directory.glob(pattern):
+            if path.stat().st_mtime >= since - 1:
+                return f"uncommitted output file {path.relative_to(directory)}"
+    return None
+
+
+def staging_started(workdir: Path, index: int, directory: Path) -> str | None:
+    """A kill condition: during step ``index``, an insert's write job has started under
+    ``directory`` (its ``.spark-staging-*`` directory exists)."""
+    since = step_started(workdir, index)
+    if since is None or not directory.exists():
+        return None
+    for path in directory.glob(".spark-staging-*"):
+        if path.stat().st_mtime >= since - 1:
+            return f"write job running ({path.name})"
+    return None
+
+
+# -- the kill scenario shared by test_spark_consumer/test_spark_publish/test_health_models --
+
+BASE = "cf_base"  # the uninterrupted runs
+KILL = "cf_kill"  # the same runs, killed at several points and re-run
+CONSUMER = "cf_orders_consumer"  # consumes the landed feed (written out)
+SHORT = "cf_orders_consumer_short"  # consumes it with feed_events(), filtering
+PUBLISHED = "cf_orders_published"  # publishes shop_orders as a feed
+PUB_CONSUMER = "cf_published_consumer"  # consumes the published feed
+MODELS = (CONSUMER, SHORT, PUBLISHED, PUB_CONSUMER)
+#: What the kill runs run (SHORT is the same machinery as CONSUMER; it runs in BASE only).
+KILL_MODELS = (CONSUMER, PUBLISHED, PUB_CONSUMER)
+LANDED = "landed_orders"
+HEALTH = ("changefeed_feed_health", "changefeed_consumer_health")
+#: The publishing runs' time hints: round 2's clock is behind round 1's.
+HINTS = {1: 1_700_000_000_000, 2: 1_699_999_000_000}
+VARS = {"changefeed_spark_it": True, "changefeed_health_models": True}
+SLOW = {"CF_TEST_ROW_SLEEP_MS": "400"}
+
+
+def landed_rows(batch: int) -> list[list[Any]]:
+    """Batch ``batch`` of the landed feed: 3 events on each of shards 0 and 1."""
+    rows = []
+    for shard in (0, 1):
+        for j in range(3):
+            ulid = (1_600_000_000_000 + batch * 1000).to_bytes(6, "big") + b"\x00\x01"
+            ulid += (shard * 100 + j).to_bytes(8, "big")
+            status = ("new", "shipped", "cancelled")[(batch + j) % 3]
+            rows.append([shard, ulid.hex(), batch * 10 + shard * 3 + j, status])
+    return rows
+
+
+SHOP_WAVES = {
+    1: [(1, "new", "10.50", 0), (2, "new", "3.00", 1), (3, "new", "4.25", 1), (4, "new", "1", 0)],
+    2: [(1, "shipped", "10.50", 0), (5, "new", "7", 1), (6, "new", "8", 1), (7, "new", "2", 0)],
+}
+
+
+def shop_wave(schema: str, wave: int) -> str:
+    """The source rows that publishing run ``wave`` picks up."""
+    rows = ", ".join(
+        f"({o}, '{s}', {a}, timestamp'2024-01-0{wave} 00:00:0{i}', {r})"
+        for i, (o, s, a, r) in enumerate(SHOP_WAVES[wave])
+    )
+    return f"insert into {schema}.shop_orders values {rows}"
+
+
+def setup_steps(schema: str) -> list[dict[str, Any]]:
+    return [
+        {"sql": f"create database if not exists {schema}"},
+        {
+            "sql": f"create table {schema}.shop_orders (order_id bigint, status string, "
+            "amount decimal(10,2), updated_at timestamp, region int) using parquet"
+        },
+    ]
+
+
+def data_steps(schema: str, n: int) -> list[dict[str, Any]]:
+    """Round ``n``'s new data: a landed batch and new source rows."""
+    return [
+        {"land": {"table": f"{schema}.{LANDED}", "rows": landed_rows(n)}},
+        {"sql": shop_wave(schema, n)},
+    ]
+
+
+def run_step(
+    schema: str, n: int, *select: str, env: dict[str, str] | None = None, full_refresh: bool = False
+) -> dict[str, Any]:
+    """``dbt run`` of round ``n`` (its time hint) for ``select`` (default: every model)."""
+    args = ["run", *(["--full-refresh"] if full_refresh else []), "--select"]
+    return {
+        "dbt": [*args, *(select or MODELS)],
+        "schema": schema,
+        "env": {"CF_TEST_TIME_HINT_MS": str(HINTS[n]), "CF_TEST_ROW_SLEEP_MS": "0", **(env or {})},
+    }
+
+
+def dump_step(out: str, schema: str, *tables: str) -> dict[str, Any]:
+    return {"dump": {"out": out, "tables": [f"{schema}.{t}" for t in (tables or MODELS)]}}
+
+
+_SCENARIOS: dict[str, dict[str, Any]] = {}
+
+
+def kill_scenario(root: Path) -> dict[str, Any]:
+    """Run the kill scenario once per test session (memoised on ``root``): four driver
+    processes sharing one warehouse and metastore.
+
+    * P1: the uninterrupted baseline in BASE (2 rounds, then the health and full-refresh
+      checks); then round 1 in KILL, killed while the consumer's first run writes.
+    * P2: round 1 re-run; round 2's publishing run killed while its write job runs.
+    * P3: the publishing run re-run; round 2's consumer run killed while it writes.
+    * (the test process makes an unregistered partition directory, see below)
+    * P4: round 2 re-run; the final dumps.
+
+    Returns {"results": {name: PlanResult}, "dumps": {name: dump}, "workdir", "orphan"}.
+    """
+    key = str(root)
+    if key in _SCENARIOS:
+        return _SCENARIOS[key]
+    work = root / "work"
+    plan = {"schema": KILL, "packages_dir": str(root / "dbt_packages"), "vars": VARS}
+    results: dict[str, PlanResult] = {}
+
+    steps = [*setup_steps(BASE)]
+    for n in (1, 2):
+        steps += [*data_steps(BASE, n), run_step(BASE, n)]
+    steps += [
+        dump_step("base.json", BASE),
+        # Health: land a 3rd batch and run only CONSUMER, so SHORT lags behind.
+        {"land": {"table": f"{BASE}.{LANDED}", "rows": landed_rows(3)}},
+        run_step(BASE, 2, CONSUMER),
+        {"dbt": ["run", "--select", *HEALTH], "schema": BASE},
+        dump_step("health.json", BASE, *HEALTH, LANDED, *MODELS),
+        run_step(BASE, 2, CONSUMER, full_refresh=True),
+        dump_step("base_full_refresh.json", BASE, CONSUMER),
+        *setup_steps(KILL),
+        *data_steps(KILL, 1),
+        run_step(KILL, 1, CONSUMER, env=SLOW),
+    ]
+    consumer_dir = table_dir(work, KILL, CONSUMER)
+    k1 = len(steps) - 1
+    results["k1"] = run_plan(
+        work, {**plan, "steps": steps}, kill_when=lambda: written_parts(work, k1, consumer_dir)
+    )
+
+    published_dir = table_dir(work, KILL, PUBLISHED)
+    steps = [
+        dump_step("after_k1.json", KILL, *KILL_MODELS),
+        run_step(KILL, 1, *KILL_MODELS),
+        *data_steps(KILL, 2),
+        run_step(KILL, 2, PUBLISHED, env=SLOW),
+    ]
+    p1 = len(steps) - 1
+    results["p1"] = run_plan(
+        work, {**plan, "steps": steps}, kill_when=lambda: staging_started(work, p1, published_dir)
+    )
+
+    steps = [
+        dump_step("after_p1.json", KILL, *KILL_MODELS),
+        run_step(KILL, 2, PUBLISHED),
+        run_step(KILL, 2, CONSUMER, env=SLOW),
+    ]
+    k2 = len(steps) - 1
+    results["k2"] = run_plan(
+        work, {**plan, "steps": steps}, kill_when=lambda: written_parts(work, k2, consumer_dir)
+    )
+
+    # The state of a kill between a partition directory's rename and its registration,
+    # made by hand: an unregistered copy of batch 1 where PUB_CONSUMER's next batch (2)
+    # will go. If anything ever read it, its rows would be duplicates.
+    pub_consumer_dir = table_dir(work, KILL, PUB_CONSUMER)
+    orphan = pub_consumer_dir / "changefeed_batch=2"
+    if (pub_consumer_dir / "changefeed_batch=1").is_dir() and not orphan.exists():
+        import shutil
+
+        shutil.copytree(pub_consumer_dir / "changefeed_batch=1", orphan)
+
+    results["final"] = run_plan(
+        work,
+        {
+            **plan,
+            "steps": [
+                dump_step("after_k2.json", KILL, *KILL_MODELS),
+                run_step(KILL, 2, *KILL_MODELS),
+                dump_step("final.json", KILL, *KILL_MODELS),
+            ],
+        },
+    )
+
+    dumps = {
+        path.stem: json.loads(path.read_text())
+        for path in work.glob("*.json")
+        if path.name != "plan.json"
+    }
+    scenario = {"results": results, "dumps": dumps, "workdir": work, "orphan": orphan}
+    _SCENARIOS[key] = scenario
+    return scenario

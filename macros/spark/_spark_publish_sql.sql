@@ -7,7 +7,8 @@
   key             key column names: the rows' order inside the run
   shard           SQL expression over the input columns giving the shard (int)
   time_hint       SQL expression: the run's time in epoch milliseconds
-  feed_id         'schema.table', seeds the block's random bytes
+  feed_id         the feed table's name without its schema: seeds the block's random bytes,
+                  so the same model publishes the same ULIDs in a dev and a prod schema
   head_relation   the feed (`this`) on an incremental run, none on a first run
 
   Constants: 2^36 = 68719476736 (block), 2^26 = 67108864, 2^27 = 134217728,

@@ -1,0 +1,281 @@
+"""dbt-spark consumers of Spark feeds (docs/protocol.md 11.6; docs/spark.md).
+
+* In-process (the shared ``spark`` session and ``dbt`` harness): the safe-point, cursor
+  and events macros against real feed tables; argument and config validation; the
+  Python writer's commit rule; the orphaned-location cleanup (11.5).
+* Subprocess kill scenario (tests/sparkfeed_driver.py, a Derby Hive metastore): a
+  consumer's first run (create table as select) and an incremental run, each killed
+  with SIGKILL while Spark writes, then re-run; an unregistered partition directory
+  where the next batch goes; a --full-refresh. The output must be identical to
+  uninterrupted runs, row for row (ULIDs and batch numbers included).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.dbtkit import DbtError
+from tests.sparkfeed_driver import (
+    BASE,
+    CONSUMER,
+    KILL,
+    PUB_CONSUMER,
+    SHORT,
+    kill_scenario,
+    landed_rows,
+)
+
+pytestmark = pytest.mark.spark
+
+UNIT = "cf_unit_consumer"
+ZERO = b"\x00" * 16
+
+
+def u(ms: int, n: int) -> bytes:
+    return ms.to_bytes(6, "big") + b"\x00\x07" + n.to_bytes(8, "big")
+
+
+def frame(spark: Any, rows: list[tuple[int, bytes, int, str]]) -> Any:
+    return spark.createDataFrame(rows, "shard_id int, ulid binary, order_id bigint, status string")
+
+
+def rel(table: str) -> str:
+    return f"api.Relation.create(schema='{UNIT}', identifier='{table}')"
+
+
+@pytest.fixture(scope="module")
+def feed(spark: Any) -> str:
+    """A feed of two batches on shards 0 and 1, written with sparkfeed.write_batch."""
+    from changefeed.sparkfeed import write_batch
+
+    spark.sql(f"drop schema if exists {UNIT} cascade")
+    table = f"{UNIT}.feed"
+    first = [(0, u(10, 1), 1, "a"), (1, u(10, 2), 2, "b")]
+    second = [(0, u(20, 1), 3, "c"), (0, u(20, 2), 4, "d")]
+    assert write_batch(spark, table, frame(spark, first)) == 1
+    assert write_batch(spark, table, frame(spark, second)) == 2
+    assert write_batch(spark, table, frame(spark, [])) == 0, "an empty batch writes nothing"
+    return table
+
+
+def test_write_batch_commits_one_partition_per_batch(spark: Any, feed: str) -> None:
+    from changefeed.sparkfeed import feed_heads, next_batch
+
+    assert [r[0] for r in spark.sql(f"show partitions {feed}").collect()] == [
+        "changefeed_batch=1",
+        "changefeed_batch=2",
+    ]
+    assert feed_heads(spark, feed) == {0: u(20, 2), 1: u(10, 2)}
+    assert next_batch(spark, feed) == 3
+    columns = ["shard_id", "ulid", "order_id", "status", "changefeed_batch"]
+    assert spark.table(feed).columns == columns
+
+
+def test_write_batch_refuses_to_go_backwards(spark: Any, feed: str) -> None:
+    from changefeed.sparkfeed import FeedOrderError, write_batch
+
+    with pytest.raises(FeedOrderError, match=r"shard 1: event \w+ is not above the head"):
+        write_batch(spark, feed, frame(spark, [(1, u(10, 2), 9, "dup")]))
+    with pytest.raises(ValueError, match="events may not carry changefeed_batch"):
+        write_batch(spark, feed, spark.table(feed))
+    with pytest.raises(ValueError, match="16-byte ulid"):
+        write_batch(spark, feed, frame(spark, [(1, b"\xff" * 15, 9, "short")]))
+
+
+def test_safe_point_is_each_shards_head_as_literals(spark: Any, dbt: Any, feed: str) -> None:
+    sql = dbt.render("{{ changefeed.feed_safe_point(" + rel("feed") + ", 'e') }}", "spark")
+    flat = " ".join(sql.split())
+    assert flat == (
+        f"(e.ulid <= case e.shard_id when 0 then X'{u(20, 2).hex().upper()}' "
+        f"when 1 then X'{u(10, 2).hex().upper()}' end)"
+    )
+    got = spark.sql(f"select order_id from {feed} as e where {sql}").collect()
+    assert sorted(r[0] for r in got) == [1, 2, 3, 4]
+
+
+def test_safe_point_of_an_empty_feed_reads_nothing(spark: Any, dbt: Any) -> None:
+    spark.sql(f"create table {UNIT}.empty (shard_id int, ulid binary, changefeed_batch bigint) "
+              "using parquet partitioned by (changefeed_batch)")  # fmt: skip
+    sql = dbt.render("{{ changefeed.feed_safe_point(" + rel("empty") + ", 'x') }}", "spark")
+    assert sql == "false"
+
+
+def test_cursor_is_the_outputs_highest_ulid_per_shard(spark: Any, dbt: Any, feed: str) -> None:
+    # the consumer has read shard 0 up to u(10, 1) and nothing of shard 1
+    frame(spark, [(0, u(10, 1), 1, "a")]).createOrReplaceTempView("cf_unit_output")
+    output = "api.Relation.create(identifier='cf_unit_output')"
+    sql = dbt.render("{{ changefeed.feed_cursor('e', " + output + ") }}", "spark")
+    assert "from cf_unit_output as changefeed_cursor" in sql and ZERO.hex().upper() in sql
+    got = spark.sql(f"select order_id from {feed} as e where {sql}").collect()
+    assert sorted(r[0] for r in got) == [2, 3, 4]
+
+
+def test_feed_events_is_safe_point_and_cursor(spark: Any, dbt: Any, feed: str) -> None:
+    frame(spark, [(0, u(20, 1), 3, "c")]).createOrReplaceTempView("cf_unit_output2")
+    output = "api.Relation.create(identifier='cf_unit_output2')"
+    sql = dbt.render(
+        "select * from {{ changefeed.feed_events(" + rel("feed") + ", " + output + ") }} as e",
+        "spark",
+    )
+    result = spark.sql(sql)
+    assert result.columns == ["shard_id", "ulid", "order_id", "status"], "no changefeed_batch"
+    assert sorted(r["order_id"] for r in result.collect()) == [2, 4]
+    whole = dbt.render(
+        "select * from {{ changefeed.feed_events(" + rel("feed") + ") }} as e", "spark"
+    )
+    assert sorted(r["order_id"] for r in spark.sql(whole).collect()) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        ("changefeed.feed_safe_point(" + rel("feed") + ", 'e.x')", "alias must be the table alias"),
+        ("changefeed.feed_safe_point(" + rel("feed") + ", none)", "alias must be the table alias"),
+        ("changefeed.feed_safe_point('cf.feed', 'e')", "feed must be a relation such as ref"),
+        ("changefeed.feed_events(none)", "feed must be a relation"),
+        ("changefeed.feed_cursor('e', 'cf.out')", "output must be a relation"),
+        ("changefeed.feed_batch()", "needs materialized='incremental'"),
+    ],
+)
+def test_arguments_and_config_are_validated(dbt: Any, snippet: str, message: str) -> None:
+    with pytest.raises(DbtError, match=message):
+        dbt.render("{{ " + snippet + " }}", "spark")
+
+
+def test_consumer_config_accepted_for_parquet_and_delta(dbt: Any) -> None:
+    parquet = dbt.render(
+        "{{ config(materialized='incremental', incremental_strategy='insert_overwrite', "
+        "partition_by=['changefeed_batch']) }}{{ changefeed.feed_batch() }}",
+        "spark",
+    )
+    assert parquet == "cast(1 as bigint)", "not incremental (the inline node has no table): 1"
+    delta = dbt.render(
+        "{{ config(materialized='incremental', file_format='delta', incremental_strategy='merge', "
+        "unique_key=['shard_id', 'ulid']) }}{{ changefeed.feed_batch() }}",
+        "spark",
+    )
+    assert delta == "cast(1 as bigint)"
+
+
+def test_orphaned_location_is_cleared(spark: Any, feed: str) -> None:
+    """11.5: debris where a table's managed location would be blocks creating it; the
+    cleanup deletes it through a throw-away managed table."""
+    from changefeed.sparkfeed import clear_orphan_location, write_batch
+
+    location = next(
+        str(r[1]) for r in spark.sql(f"describe schema extended {UNIT}").collect()
+        if str(r[0]).lower() == "location"
+    )  # fmt: skip
+    debris = Path(location.removeprefix("file:")) / "orphan"
+    (debris / "_temporary" / "0").mkdir(parents=True)
+    (debris / "_temporary" / "0" / "part-00000.parquet").write_bytes(b"partial")
+    with pytest.raises(Exception, match="LOCATION_ALREADY_EXISTS"):
+        spark.sql(f"create table {UNIT}.orphan (a int) using parquet")
+    clear_orphan_location(spark, f"{UNIT}.orphan")
+    assert not debris.exists()
+    assert write_batch(spark, f"{UNIT}.orphan", frame(spark, [(0, u(1, 1), 1, "x")])) == 1
+    clear_orphan_location(spark, f"{UNIT}.orphan")  # an existing table is left alone
+    assert spark.table(f"{UNIT}.orphan").count() == 1
+
+
+def test_macros_name_the_supported_adapters_elsewhere(dbt: Any) -> None:
+    snippets = [
+        "{{ changefeed.feed_safe_point(this, 'e') }}",
+        "{{ changefeed.feed_cursor('e') }}",
+        "{{ changefeed.feed_events(this) }}",
+        "{{ changefeed.feed_batch() }}",
+        "{% call changefeed.publish_feed() %}select 1 as a{% endcall %}",
+    ]
+    for snippet in snippets:
+        with pytest.raises(DbtError, match="supported adapters: spark"):
+            dbt.render(snippet, "postgres")
+
+
+# -- kill and re-run (subprocesses) -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return kill_scenario(tmp_path_factory.getbasetemp() / "sparkfeed-scenario")
+
+
+def rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[Any, ...]]:
+    data = dump[f"{schema}.{table}"]
+    assert data is not None, f"{schema}.{table} does not exist"
+    return Counter(tuple(r) for r in data["rows"])
+
+
+def expected_consumer(batches: tuple[int, ...], keep: Any = None) -> Counter[tuple[Any, ...]]:
+    """What CONSUMER (status upper-cased) should hold: every landed event once, in the
+    consumer batch = the round that landed it."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    for n in batches:
+        for shard, ulid, order_id, status in landed_rows(n):
+            if keep is None or keep(status):
+                shown = status.upper() if keep is None else status
+                out[(shard, ulid.upper(), order_id, shown, n)] += 1
+    return out
+
+
+def test_uninterrupted_consumers_read_every_event_once(scenario: dict[str, Any]) -> None:
+    base = scenario["dumps"]["base"]
+    assert rows(base, BASE, CONSUMER) == expected_consumer((1, 2))
+    assert rows(base, BASE, SHORT) == expected_consumer((1, 2), keep=lambda s: s != "cancelled")
+
+
+def test_first_run_killed_mid_write_then_rerun(scenario: dict[str, Any]) -> None:
+    result = scenario["results"]["k1"]
+    assert result.failure() is None, result.failure()
+    assert result.returncode == -9, result.output
+    assert result.killed and "uncommitted output file" in result.killed, result.killed
+    after = scenario["dumps"]["after_k1"]
+    assert after[f"{KILL}.{CONSUMER}"] is None, "the killed first run created no table"
+    final = scenario["dumps"]["final"]
+    assert rows(final, KILL, CONSUMER) == rows(scenario["dumps"]["base"], BASE, CONSUMER)
+
+
+def test_incremental_run_killed_mid_write_then_rerun(scenario: dict[str, Any]) -> None:
+    result = scenario["results"]["k2"]
+    assert result.failure() is None, result.failure()
+    assert result.returncode == -9 and result.killed and "uncommitted output file" in result.killed
+    assert "changefeed_batch=2" in result.killed, "killed while writing the run's batch"
+    after = rows(scenario["dumps"]["after_k2"], KILL, CONSUMER)
+    assert after == expected_consumer((1,)), "nothing of the killed run is visible"
+    table = scenario["workdir"] / "warehouse" / f"{KILL}.db" / CONSUMER
+    staging = list(table.glob(".spark-staging-*"))
+    assert staging, "the kill left the job's staging directory behind (harmless debris)"
+    final = scenario["results"]["final"]
+    assert final.failure() is None, final.failure()
+    assert rows(scenario["dumps"]["final"], KILL, CONSUMER) == expected_consumer((1, 2))
+
+
+def test_unregistered_partition_directory_is_invisible_and_replaced(
+    scenario: dict[str, Any],
+) -> None:
+    assert scenario["orphan"].name == "changefeed_batch=2"
+    after = scenario["dumps"]["after_k2"][f"{KILL}.{PUB_CONSUMER}"]
+    assert {r[-1] for r in after["rows"]} == {1}, "the orphaned directory was not read"
+    final = rows(scenario["dumps"]["final"], KILL, PUB_CONSUMER)
+    assert final == rows(scenario["dumps"]["base"], BASE, PUB_CONSUMER)
+    assert len(final) == sum(final.values()), "no duplicates"
+
+
+def test_full_refresh_rebuilds_from_the_start(scenario: dict[str, Any]) -> None:
+    before = rows(scenario["dumps"]["health"], BASE, CONSUMER)
+    assert {r[-1] for r in before} == {1, 2, 3}
+    rebuilt = rows(scenario["dumps"]["base_full_refresh"], BASE, CONSUMER)
+    assert {r[-1] for r in rebuilt} == {1}, "one batch: everything up to the safe point"
+    assert Counter(r[:-1] for r in rebuilt.elements()) == Counter(r[:-1] for r in before.elements())
+
+
+def test_compiled_sql_shows_the_window(scenario: dict[str, Any]) -> None:
+    compiled = scenario["workdir"] / f"target-{KILL}" / "run" / "changefeed_integration_tests" \
+        / "models" / "spark" / f"{CONSUMER}.sql"  # fmt: skip
+    sql = compiled.read_text()
+    heads = {s: max(r[1] for r in landed_rows(2) if r[0] == s) for s in (0, 1)}
+    for shard, head in heads.items():
+        assert f"when {shard} then X'{head.upper()}'" in sql, "the safe point literals"
+    assert "select max(changefeed_cursor.ulid)" in sql and "insert overwrite" in sql
