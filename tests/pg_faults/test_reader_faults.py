@@ -173,17 +173,14 @@ def test_mover_process_killed_mid_move(
     assert summary.events == 80_003
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client bug: PostgresFeed.read_page re-reads only if its own move moved rows, "
-    "so after a concurrent mover it returns a stale empty page (no loss: the cursor stays)",
-)
 def test_read_page_after_a_concurrent_move(
     make_feed: MakeFeed, connect: Connections, admin: psycopg.Connection[Any]
 ) -> None:
     """Reader B calls read_page while reader A is moving the outbox. B's own move waits
     for A's mover lock, then finds nothing left to move. The event was committed before
-    B's call and is in the feed before B's call returns, so B's page should hold it.
+    B's call and is in the feed before B's call returns, so B's page must hold it.
+    (Until a68abc8 the client re-read only if its own move moved rows, and returned a
+    stale empty page here.)
     """
     kit = make_feed("outbox")
     history = History()
