@@ -57,6 +57,12 @@ DOC = REPO / "docs" / "performance.md"
 BEGIN = "<!-- BEGIN ulid-udfs (written by benchmarks/ulid_udfs.py) -->"
 END = "<!-- END ulid-udfs -->"
 BARS = {"vs SQL macro": 2.5, "vs row UDF": 8.0}
+NOTE = (
+    "When the load average is above the number of cores, wall times also measure the other "
+    "processes: compare the CPU columns (CPU seconds of the Spark JVM and its Python workers). "
+    "What the numbers mean and why the UDFs are Arrow UDFs: "
+    "[spark-udfs.md](spark-udfs.md#which-udf-flavour-and-why)."
+)
 
 
 @dataclass
@@ -314,6 +320,8 @@ def main() -> int:
             "## ULID UDFs",
             "",
             "Measured by `make bench` (`benchmarks/ulid_udfs.py`) on " + setup,
+            "",
+            NOTE,
             "",
             markdown,
             "",
