@@ -77,7 +77,7 @@ def feed_table_schema(source_schema: Any) -> Any:
 
 
 def table_exists(spark: Any, table: TableName) -> bool:
-    return bool(spark.catalog.tableExists(table.table, table.database))
+    return bool(spark.catalog.tableExists(table.sql))
 
 
 def check_table(spark: Any, table: TableName, expected: Any) -> None:
@@ -92,7 +92,7 @@ def check_table(spark: Any, table: TableName, expected: Any) -> None:
             f"{', '.join(f'{n} {t}' for n, t in want)} (was payload switched on or off, or "
             "the source's key changed? land into a new table)"
         )
-    partitions = [c.name.lower() for c in spark.catalog.listColumns(table.table, table.database)
+    partitions = [c.name.lower() for c in spark.catalog.listColumns(table.sql)
                   if c.isPartition]  # fmt: skip
     if partitions != [BATCH_COLUMN]:
         raise ChangefeedSourceError(

@@ -1,0 +1,216 @@
+"""Benchmark: landing a PostgreSQL feed into Spark, and consuming it with dbt-spark.
+
+In one run, on the embedded PostgreSQL and a local[2] Spark session:
+
+1. **Landing throughput**: ``--events`` events (default 100 000) on 4 shards are written
+   to a blocking feed, then ``changefeed.landing.land`` lands them (with payload) in one
+   batch; events/s of that run.
+2. **Consumer cost vs feed size**: a dbt-spark consumer model written with the package's
+   macros (``feed_safe_point``, ``feed_cursor``, ``feed_batch``; the structure of
+   ``integration_tests/models/spark/cf_orders_consumer.sql``) reads a landed feed.
+   After its first run has consumed the feed, ``--new`` events (default 10 000) are
+   written to PostgreSQL and landed, and the consumer's incremental ``dbt run`` is timed.
+   This is done over the 100 000-event feed of step 1 and over a feed of ``--big``
+   events (default 10 000 000). The big feed's history is synthesized in Spark in the
+   feed format (ULIDs of 2020, batch 1), because writing and landing 10 M events through
+   PostgreSQL would take most of the run; its new events are landed from PostgreSQL like
+   the small one's. Next to each dbt run: a direct Spark read of the same new events from
+   the landed table (the batch's partition), the cost floor.
+
+Prints a markdown table; ``--write-docs`` puts it into the "Spark landing and consumers"
+section of docs/performance.md. Timings, not assertions. Usage::
+
+    .venv/bin/python benchmarks/spark_consume.py [--events 100000] [--new 10000]
+        [--big 10000000] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests/dbtkit.py runs the dbt macros in-process
+
+DOC = REPO / "docs" / "performance.md"
+BEGIN = "<!-- BEGIN spark-consume (written by benchmarks/spark_consume.py) -->"
+END = "<!-- END spark-consume -->"
+SHARDS = 4
+SCHEMA = "cf_dbtkit"  # the dbt harness's target schema
+
+CONSUMER = """\
+{{ config(materialized='incremental', incremental_strategy='insert_overwrite',
+          partition_by=['changefeed_batch'], file_format='parquet') }}
+select e.shard_id, e.ulid, e.id, e.payload.v as v, {{ changefeed.feed_batch() }} as changefeed_batch
+from {{ source('bench', var('feed')) }} as e
+where {{ changefeed.feed_safe_point(source('bench', var('feed')), 'e') }}
+{% if is_incremental() %}
+  and {{ changefeed.feed_cursor('e') }}
+{% endif %}
+"""
+
+SOURCES = f"""\
+version: 2
+sources:
+  - name: bench
+    schema: {SCHEMA}
+    tables:
+      - name: small_feed
+      - name: big_feed
+"""
+
+
+def project(workdir: Path) -> Path:
+    """A dbt project with one consumer model per feed (the model reads var('feed'))."""
+    root = workdir / "bench_project"
+    (root / "models").mkdir(parents=True)
+    (root / "dbt_project.yml").write_text(
+        "name: changefeed_bench\nversion: '0.1.0'\nconfig-version: 2\n"
+        "profile: changefeed_integration_tests\nmodel-paths: ['models']\n"
+        "packages-install-path: \"{{ env_var('CHANGEFEED_DBT_PACKAGES_DIR', 'dbt_packages') }}\"\n"
+    )
+    (root / "packages.yml").write_text(f"packages:\n  - local: {REPO}\n")
+    (root / "models" / "sources.yml").write_text(SOURCES)
+    for feed in ("small_feed", "big_feed"):
+        body = CONSUMER.replace("var('feed')", repr(feed))
+        (root / "models" / f"consume_{feed}.sql").write_text(body)
+    return root
+
+
+def write_events(uri: str, feed: str, start: int, count: int, per_tx: int = 10_000) -> None:
+    """``count`` events with ids ``start..`` over the shards, ``per_tx`` per transaction."""
+    from tests.spark_source_kit import write_many_blocking
+
+    per_shard = count // SHARDS
+    for shard in range(SHARDS):
+        first = start + shard * per_shard
+        write_many_blocking(uri, feed, shard, first, per_shard, per_tx)
+
+
+def synthesize_history(spark: Any, table: str, rows: int) -> None:
+    """``rows`` events in the feed format as batch 1, with ULIDs of 2020 (below any ULID
+    PostgreSQL allocates now), ids from 10^9 up."""
+    spark.sql(
+        f"create table {table} (shard_id int, ulid binary, id bigint, "
+        f"payload struct<id: bigint, v: string>, changefeed_batch bigint) "
+        f"using parquet partitioned by (changefeed_batch)"
+    )
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    spark.sql(
+        f"insert overwrite table {table} partition (changefeed_batch) "
+        f"select cast(id % {SHARDS} as int), "
+        f"unhex(concat('0170000000000000', lpad(hex(id), 16, '0'))), "
+        f"id + 1000000000, named_struct('id', id + 1000000000, 'v', concat('h', id)), "
+        f"cast(1 as bigint) from range({rows})"
+    )
+
+
+def timed(action: Any) -> tuple[float, Any]:
+    started = time.monotonic()
+    result = action()
+    return time.monotonic() - started, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--new", type=int, default=10_000)
+    parser.add_argument("--big", type=int, default=10_000_000)
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+
+    from tests import spark_source_kit as kit
+    from tests.dbtkit import DbtHarness
+
+    from changefeed.embedded_postgres import start
+    from changefeed.landing import land
+    from changefeed.local_spark import local_spark_session
+
+    workdir = Path(tempfile.mkdtemp(prefix="cf-bench-consume-"))
+    pg = start()
+    spark = local_spark_session("changefeed-bench-consume", warehouse_dir=workdir / "wh")
+    spark.sql(f"create database if not exists {SCHEMA}")
+    dbt = DbtHarness(workdir / "dbt", postgres_uri=lambda: pg.uri, spark=lambda: spark,
+                     project_dir=project(workdir))  # fmt: skip
+
+    feeds = {}
+    for name in ("small", "big"):
+        feeds[name] = kit.create_feed(dbt, pg.uri, "blocking", "id bigint primary key, v text",
+                                      schema="bench")  # fmt: skip
+    results: list[tuple[str, str]] = []
+
+    # 1. landing throughput
+    seconds, _ = timed(lambda: write_events(pg.uri, feeds["small"], 1, args.events))
+    print(f"wrote {args.events:,} events to PostgreSQL in {seconds:.1f} s", flush=True)
+    small = f"{SCHEMA}.small_feed"
+    options = {"connection": pg.uri, "feed": feeds["small"], "payload": "true"}
+    seconds, landed = timed(lambda: land(spark, options, small))
+    print(landed.summary(), flush=True)
+    results.append((f"landing {landed.events:,} events (payload, 4 shards, one run)",
+                    f"{seconds:.1f} s = **{landed.events / seconds:,.0f} events/s**"))  # fmt: skip
+
+    # 2. consumers: first run, then new events landed, then the timed incremental run
+    seconds, _ = timed(lambda: synthesize_history(spark, f"{SCHEMA}.big_feed", args.big))
+    print(f"synthesized {args.big:,} events in {seconds:.1f} s", flush=True)
+    for name, table, history in (("small", small, args.events),
+                                 ("big", f"{SCHEMA}.big_feed", args.big)):  # fmt: skip
+        model = f"consume_{name}_feed"
+        seconds, _ = timed(lambda model=model: dbt.invoke(["run", "--select", model], "spark"))
+        print(f"{model}: first run over {history:,} events in {seconds:.1f} s", flush=True)
+        write_events(pg.uri, feeds[name], 5_000_000_000, args.new, per_tx=1_000)
+        land_options = {"connection": pg.uri, "feed": feeds[name], "payload": "true"}
+        land_seconds, landed = timed(lambda t=table, o=land_options: land(spark, o, t))
+        print(landed.summary(), flush=True)
+        run_seconds, _ = timed(lambda model=model: dbt.invoke(["run", "--select", model], "spark"))
+        consumed = spark.sql(f"select count(*) from {SCHEMA}.{model} where changefeed_batch = 2")
+        new_rows = int(consumed.first()[0])
+        query = f"select count(*), max(ulid) from {table} where changefeed_batch = {landed.batch}"
+        direct_seconds, direct = timed(lambda q=query: spark.sql(q).first())
+        assert new_rows == args.new == landed.events == direct[0], (new_rows, landed.events)
+        results.append((f"{args.new:,} new events over a {history:,}-event feed: landing",
+                        f"{land_seconds:.1f} s"))  # fmt: skip
+        results.append((f"... consumer `dbt run` (incremental, {new_rows:,} rows out)",
+                        f"**{run_seconds:.1f} s**"))  # fmt: skip
+        results.append(("... direct Spark read of the new batch (partition pruned)",
+                        f"{direct_seconds:.1f} s"))  # fmt: skip
+        print(f"{model}: {new_rows:,} new events in {run_seconds:.1f} s (direct read "
+              f"{direct_seconds:.1f} s)", flush=True)  # fmt: skip
+
+    load = os.getloadavg()[0]
+    lines = [
+        "## Spark landing and consumers",
+        "",
+        f"`benchmarks/spark_consume.py` (one run; {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {load:.1f} at the end; embedded PostgreSQL 16, Spark local[2]).",
+        "",
+        "| measurement | result |",
+        "|---|---|",
+        *[f"| {what} | {result} |" for what, result in results],
+    ]
+    section = "\n".join(lines)
+    print("\n" + section)
+    if args.write_docs:
+        write_docs(section)
+    spark.stop()
+    return 0
+
+
+def write_docs(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Performance\n"
+    block = f"{BEGIN}\n{section}\n{END}"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    DOC.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""changefeed.landing.land and ``changefeed land``: incremental runs, and kill-and-rerun.
+
+The kill test runs the landing in separate processes (the CLI and this file's
+``__main__`` runner) that share a Derby metastore and warehouse, kills them with SIGKILL
+at three points, re-runs them, and compares every table with an uninterrupted landing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from tests import spark_source_kit as kit
+
+from changefeed.landing import ChangefeedSourceError, land
+from changefeed.landing._format import BATCH_COLUMN
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.postgres, pytest.mark.spark]
+
+
+def test_incremental_runs(spark: Any, pg_uri: str, dbt: Any) -> None:
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 30, 10)
+    options = kit.options(pg_uri, feed, payload="true", pageSize=7)
+    table = "landing_tests.incremental"
+
+    first = land(spark, options, table)
+    assert (first.batch, first.events) == (1, 30)
+    assert land(spark, options, table).batch is None  # nothing new: no batch, no partition
+
+    kit.write_many_blocking(pg_uri, feed, 0, 31, 5, 5)
+    kit.write_many_blocking(pg_uri, feed, 3, 100, 4, 2)  # a new shard
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"delete from {feed} where id = 100")
+    second = land(spark, options, table)
+    assert (second.batch, second.events) == (2, 9)
+
+    landed = spark.table(table)
+    assert landed.columns == ["shard_id", "ulid", "id", "payload", BATCH_COLUMN]
+    partitions = [r[0] for r in spark.sql(f"show partitions {table}").collect()]
+    assert partitions == [f"{BATCH_COLUMN}=1", f"{BATCH_COLUMN}=2"]
+    assert kit.rows_of(landed, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
+    by_id = {r.id: r for r in landed.collect()}
+    assert by_id[100].payload is None and by_id[101].payload.v == "v101"
+    assert (by_id[1][BATCH_COLUMN], by_id[31][BATCH_COLUMN]) == (1, 2)
+    # The table's committed max(ulid) per shard is the next run's cursor.
+    heads = {r[0]: bytes(r[1]) for r in spark.sql(
+        f"select shard_id, max(ulid) from {table} group by shard_id").collect()}  # fmt: skip
+    assert sorted(heads) == [0, 3]
+    assert land(spark, options, table).cursors == heads
+
+
+def test_landing_refuses_what_it_cannot_do_safely(spark: Any, pg_uri: str, dbt: Any) -> None:
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 3, 3)
+    with pytest.raises(ChangefeedSourceError, match="cannot start at 'now'"):
+        land(spark, kit.options(pg_uri, feed, startingPosition="now"), "landing_tests.now")
+    with pytest.raises(ChangefeedSourceError, match="sets startingOffsets and endingOffsets"):
+        land(spark, kit.options(pg_uri, feed, endingOffsets="{}"), "landing_tests.fixed")
+    land(spark, kit.options(pg_uri, feed), "landing_tests.mismatch")
+    with pytest.raises(ChangefeedSourceError, match="payload switched on or off"):
+        land(spark, kit.options(pg_uri, feed, payload="true"), "landing_tests.mismatch")
+
+
+DOC = REPO / "docs" / "spark-source.md"
+
+
+def test_the_docs_examples_run(spark: Any, pg_uri: str, dbt: Any, tmp_path: Path) -> None:
+    """Every Python sample of docs/spark-source.md, in order (feed renamed to
+    cf_docs_spark.orders, paths under tmp_path); the shell samples through the parser."""
+    import re
+    import shlex
+
+    from changefeed.cli import build_parser
+    from changefeed.cli.land import source_options
+
+    text = DOC.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) == 4
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("create schema if not exists cf_docs_spark")
+        conn.execute("drop table if exists cf_docs_spark.orders")
+        conn.execute("create table cf_docs_spark.orders (order_id bigint primary key, note text)")
+    dbt.run_operation("changefeed.teardown_feed", {"relation": "cf_docs_spark.orders"},
+                      target="postgres")  # fmt: skip
+    dbt.run_operation("changefeed.setup_feed", {"relation": "cf_docs_spark.orders",
+                      "mode": "blocking"}, target="postgres")  # fmt: skip
+    rows = [{"order_id": i, "note": f"n{i}"} for i in range(1, 6)]
+    kit.write_blocking(pg_uri, "cf_docs_spark.orders", 0, rows, ["order_id"])
+
+    namespace: dict[str, Any] = {"spark": spark, "uri": pg_uri}
+    for block in blocks:
+        code = block.replace("shop.", "cf_docs_spark.").replace("/data/", f"{tmp_path}/")
+        code = code.replace("landing.", "cf_docs_landing.")
+        exec(compile(code, str(DOC), "exec"), namespace)
+    assert namespace["events"].count() == 5
+    assert kit.rows_of(namespace["orders"], "order_id", "note") == [
+        (i, f"n{i}") for i in range(1, 6)
+    ]
+    assert spark.read.parquet(f"{tmp_path}/orders_events").count() == 5
+    assert (namespace["result"].batch, namespace["result"].events) == (1, 5)
+
+    shell = re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+    commands = [c for block in shell for c in block.replace("\\\n", " ").splitlines() if c]
+    assert len(commands) == 2
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[:2] == ["changefeed", "land"]
+        options = source_options(build_parser().parse_args(argv[1:]))
+        assert options["feed"] in ("shop.orders", "dbo.orders")
+
+
+# -- kill and re-run ------------------------------------------------------------------
+
+
+def _runner(config: dict[str, Any], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, __file__, json.dumps(config)],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+
+
+def _kill_during_write(config: dict[str, Any], table: str) -> bool:
+    """Run ``changefeed land`` and SIGKILL it once Spark's staging directory of the
+    dynamic overwrite exists (tasks writing). True if it was killed there."""
+    database, name = table.split(".")
+    location = Path(config["warehouse"]) / f"{database}.db" / name
+    argv = [sys.executable, "-m", "changefeed.cli", "land", "--connection", config["uri"],
+            "--feed", config["feed"], "--table", table, "--warehouse", config["warehouse"],
+            "--payload", "--page-size", str(config["page_size"])]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=config["warehouse"], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 180
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if location.exists() and any(
+                p.name.startswith(".spark-staging") for p in location.iterdir()
+            ):
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+                return True
+            time.sleep(0.005)
+        return False
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+@pytest.mark.slow
+def test_killed_landings_rerun_to_the_same_table(pg_uri: str, dbt: Any, tmp_path: Path) -> None:
+    """Batch 1 lands everywhere; more events are written; then batch 2 is killed with
+    SIGKILL during Spark's write (``changefeed land``, whole process group) and right
+    after its partition was registered, and re-run, next to an uninterrupted reference
+    landing. Three Spark processes share one Derby metastore and warehouse."""
+    feed = kit.create_feed(dbt, pg_uri, "outbox", "id bigint primary key, v text")
+    kit.write_outbox(pg_uri, feed, 0, [{"id": i, "v": f"a{i}"} for i in range(60)], ["id"])
+    kit.write_outbox(pg_uri, feed, 1, [{"id": i, "v": f"a{i}"} for i in range(100, 120)], ["id"])
+    killed_in_write, killed_after_commit = "landed.k_write", "landed.k_committed"
+    reference = "landed.reference"
+    every = [reference, killed_in_write, killed_after_commit]
+    config: dict[str, Any] = {"warehouse": str(tmp_path), "uri": pg_uri, "feed": feed,
+                              "page_size": 10}  # fmt: skip
+
+    # 1: batch 1 of every table; the new events (30 transactions on 3 shards); batch 2
+    #    of the reference, then of k_committed, killed once its partition is registered.
+    first = _runner({**config, "tables": every, "then_write": True,
+                     "tables_after_write": [reference, killed_after_commit],
+                     "kill": "committed", "kill_table": killed_after_commit})  # fmt: skip
+    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    # 2: batch 2 of k_write, killed while Spark's tasks write its staging directory.
+    assert _kill_during_write(config, killed_in_write), "the write ended before it was killed"
+
+    # 3: re-run every table, then dump partitions and rows.
+    dump = tmp_path / "dump.json"
+    rerun = _runner({**config, "tables": every, "dump": str(dump)})
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    result = json.loads(dump.read_text())
+
+    # What the killed runs left visible: nothing of batch 2, except after its commit.
+    one, two = f"{BATCH_COLUMN}=1", f"{BATCH_COLUMN}=2"
+    assert result["partitions_before"] == {reference: [one, two], killed_in_write: [one],
+                                           killed_after_commit: [one, two]}  # fmt: skip
+    expected = result["rows"][reference]
+    assert len(expected) == 80 + 300
+    assert [r[4] for r in expected].count(2) == 300
+    assert sorted((r[0], bytes.fromhex(r[1]), r[2]) for r in expected) == kit.feed_rows(
+        pg_uri, feed
+    )
+    for table in (killed_in_write, killed_after_commit):
+        assert result["rows"][table] == expected, table
+        assert result["partitions"][table] == [one, two]
+
+
+def _write_batch_two(uri: str, feed: str) -> None:
+    for start in range(1000, 1100, 10):  # 300 events in 30 transactions on 3 shards
+        for shard in (0, 1, 2):
+            rows = [{"id": shard * 10_000 + i, "v": "b"} for i in range(start, start + 10)]
+            kit.write_outbox(uri, feed, shard, rows, ["id"])
+
+
+def _main(config: dict[str, Any]) -> None:
+    """A landing process of the kill test: land ``tables``; with ``then_write`` write the
+    second batch's events; land ``tables_after_write``, SIGKILLing itself at the stage
+    ``kill``; with ``dump``, write every table's partitions and rows to that file."""
+    import argparse
+
+    from changefeed.cli.land import spark_session
+
+    spark = spark_session(argparse.Namespace(spark="local", warehouse=config["warehouse"], conf=[]))
+    options = kit.options(config["uri"], config["feed"], payload="true",
+                          pageSize=config["page_size"])  # fmt: skip
+
+    def partitions(table: str) -> list[str]:
+        if not spark.catalog.tableExists(table):
+            return []
+        return sorted(r[0] for r in spark.sql(f"show partitions {table}").collect())
+
+    before = {table: partitions(table) for table in config["tables"]}
+
+    def on_stage(stage: str, details: Any) -> None:
+        if stage == config.get("kill") and details["table"] == config["kill_table"]:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    for table in config["tables"]:
+        print(land(spark, options, table).summary(), flush=True)
+    if config.get("then_write"):
+        _write_batch_two(config["uri"], config["feed"])
+    for table in config.get("tables_after_write", []):
+        print(land(spark, options, table, on_stage=on_stage).summary(), flush=True)
+    if config.get("dump"):
+        rows = {}
+        for table in config["tables"]:
+            collected = spark.sql(
+                f"select shard_id, hex(ulid), id, to_json(payload), {BATCH_COLUMN} from {table}"
+            ).collect()
+            rows[table] = sorted([r[0], r[1].lower(), r[2], r[3], r[4]] for r in collected)
+        dump = {"partitions_before": before, "rows": rows,
+                "partitions": {t: partitions(t) for t in config["tables"]}}  # fmt: skip
+        Path(config["dump"]).write_text(json.dumps(dump))
+
+
+if __name__ == "__main__":
+    _main(json.loads(sys.argv[1]))
