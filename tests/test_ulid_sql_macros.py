@@ -255,6 +255,10 @@ def test_harness_reports_macro_logs_and_runs_operations(dbt: Any) -> None:
                              target="postgres") == []  # fmt: skip
     with pytest.raises(DbtError, match="no_such_macro"):
         dbt.run_operation("no_such_macro", target="postgres")
+    with pytest.raises(DbtError, match="boom"):
+        dbt.render("{{ exceptions.raise_compiler_error('boom') }}", "postgres")
+    # A failed invocation leaves the harness usable.
+    assert dbt.render_many(["select {{ 1 + 1 }}", "{{ 'x' }}"], "postgres") == ["select 2", "x"]
 
 
 # -- a T-SQL evaluator for the constructs the sqlserver__ ULID macros use -----------------
