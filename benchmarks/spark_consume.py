@@ -144,6 +144,7 @@ def main() -> int:
         feeds[name] = kit.create_feed(dbt, pg.uri, "blocking", "id bigint primary key, v text",
                                       schema="bench")  # fmt: skip
     results: list[tuple[str, str]] = []
+    timings: dict[str, float] = {}
 
     # 1. landing throughput
     seconds, _ = timed(lambda: write_events(pg.uri, feeds["small"], 1, args.events))
@@ -151,6 +152,7 @@ def main() -> int:
     small = f"{SCHEMA}.small_feed"
     options = {"connection": pg.uri, "feed": feeds["small"], "payload": "true"}
     seconds, landed = timed(lambda: land(spark, options, small))
+    timings["land_all"] = seconds
     print(landed.summary(), flush=True)
     results.append((f"landing {landed.events:,} events (payload, 4 shards, one run)",
                     f"{seconds:.1f} s = **{landed.events / seconds:,.0f} events/s**"))  # fmt: skip
@@ -168,6 +170,7 @@ def main() -> int:
         land_seconds, landed = timed(lambda t=table, o=land_options: land(spark, o, t))
         print(landed.summary(), flush=True)
         run_seconds, _ = timed(lambda model=model: dbt.invoke(["run", "--select", model], "spark"))
+        timings[f"land_{name}"], timings[f"run_{name}"] = land_seconds, run_seconds
         consumed = spark.sql(f"select count(*) from {SCHEMA}.{model} where changefeed_batch = 2")
         new_rows = int(consumed.first()[0])
         query = f"select count(*), max(ulid) from {table} where changefeed_batch = {landed.batch}"
@@ -182,6 +185,12 @@ def main() -> int:
         print(f"{model}: {new_rows:,} new events in {run_seconds:.1f} s (direct read "
               f"{direct_seconds:.1f} s)", flush=True)  # fmt: skip
 
+    marginal = (args.events - args.new) / max(timings["land_all"] - timings["land_small"], 1e-9)
+    fixed = timings["land_small"]
+    results.insert(1, (f"landing, marginal: ({args.events:,} - {args.new:,}) events / "
+                       "(time of that landing - time of the 10k landing below)",
+                       f"{marginal:,.0f} events/s (fixed cost per run ~{fixed:.0f} s)"))  # fmt: skip
+    ratio = timings["run_big"] / timings["run_small"]
     load = os.getloadavg()[0]
     lines = [
         "## Spark landing and consumers",
@@ -192,6 +201,16 @@ def main() -> int:
         "| measurement | result |",
         "|---|---|",
         *[f"| {what} | {result} |" for what, result in results],
+        "",
+        f"The consumer's incremental run over the {args.big // args.events}x larger feed took "
+        f"{ratio:.1f}x as long for the same {args.new:,} new events. Reading the new events "
+        "themselves is flat (the direct read of the batch's partition); what grows with the "
+        "feed is the consumer's bookkeeping: `feed_safe_point` computes max(ulid) per shard "
+        "over the whole feed, and `feed_cursor` max(ulid) per shard over the consumer's whole "
+        "output, and the cursor filter is a correlated subquery, so no partition of the feed "
+        "is pruned. A landing run pays the same kind of scan once (its cursor is the landed "
+        "table's max(ulid) per shard), plus a fixed cost per run (Spark jobs, Python "
+        "workers) that dominates small batches.",
     ]
     section = "\n".join(lines)
     print("\n" + section)

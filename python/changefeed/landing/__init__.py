@@ -117,7 +117,7 @@ def land(
         return LandingResult(table.text, None, 0, cursors, ends, time.monotonic() - started)
 
     starts = {shard: cursors[shard] for shard in pending}
-    frame = _source_frame(spark, source_options, starts, {s: ends[s] for s in pending})
+    frame = _source_frame(spark, source_options, info, starts, {s: ends[s] for s in pending})
     _format.write_batch(frame, table, batch)
     events = _format.count_batch(spark, table, batch)
     if on_stage is not None:
@@ -165,12 +165,15 @@ def _shards(options: FeedOptions, listed: list[int], heads: Mapping[int, bytes])
 def _source_frame(
     spark: Any,
     source_options: Mapping[str, str],
+    info: FeedInfo,
     cursors: Mapping[int, bytes],
     ends: Mapping[int, bytes],
 ) -> Any:
     import json
 
-    reader = spark.read.format("changefeed")
+    # The schema is known: passing it spares Spark a Python worker that would ask the
+    # database again (the reader still checks it against the registry).
+    reader = spark.read.format("changefeed").schema(info.layout().spark_schema())
     for key, value in source_options.items():
         reader = reader.option(key, value)
     return (
