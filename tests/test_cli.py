@@ -245,4 +245,3 @@ def test_the_script_entry_point(shop_uri: str) -> None:
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "shop.orders" in result.stdout
-

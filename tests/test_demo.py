@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import unavailable
+from tests.test_docs_samples import sample
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,3 +91,29 @@ def test_demo_twice_exactly_once_and_incremental(tmp_path: Path) -> None:
         assert batches, f"{feed}: the second run landed nothing"
         assert min(batches) > max(first["batches"][feed]), (feed, first["batches"], batches)
     assert (state / "report-run-1.html").exists() and (state / "report-run-2.html").exists()
+
+    # README: the summary has the documented form, and `changefeed status --demo` shows
+    # the demo's feeds, and every consumer caught up (lag 0).
+    summary = second_result.stdout[second_result.stdout.index("== changefeed demo: summary"):]
+    assert _shape(summary) == _shape(sample("readme-demo-summary"))
+    status = subprocess.run(
+        ["bash", "-c", sample("readme-status")], cwd=REPO, capture_output=True, text=True,
+        env=dict(os.environ, CHANGEFEED_DEMO_DIR=str(state)), timeout=600,
+    )  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    for feed, mode in (("shop.orders", "blocking"), ("shop.payments", "outbox")):
+        assert sum(line.split()[:2] == [feed, mode] for line in lines) == 4  # 4 shards
+    consumers = [line.split() for line in lines if line.startswith(("shop_landing.", "shop_anal"))]
+    assert len(consumers) == 16 and all(c[4] == "0" for c in consumers), status.stdout
+
+
+def _shape(text: str) -> list[str]:
+    """A summary with its numbers, batch ranges and paths replaced (they differ per run)."""
+    shaped = []
+    for line in text.strip().splitlines():
+        line = re.sub(r"^chart: .*$", "chart: PATH", line)
+        line = re.sub(r"\d[\d,.]*", "N", line)
+        line = re.sub(r"N-N", "N", line)
+        shaped.append(" ".join(line.split()))
+    return shaped

@@ -27,6 +27,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from changefeed.demo._errors import DemoError
 from changefeed.demo._layout import DemoLayout, default_state_dir
@@ -114,12 +115,23 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns the exit code (0: check passed, 1: failed or error)."""
+    # While Spark starts, descriptors 1 and 2 point at Spark's log (the JVM inherits
+    # them): errors go to a duplicate of the real stderr taken now.
+    stderr = _own_stream(sys.stderr)
     try:
         options = options_from_args(build_parser().parse_args(argv))
         return Demo(options).run()
     except DemoError as exc:
-        print(f"changefeed demo: error: {exc}", file=sys.stderr, flush=True)
+        print(f"changefeed demo: error: {exc}", file=stderr, flush=True)
         return 1
     except KeyboardInterrupt:
-        print("changefeed demo: interrupted; `make demo` continues from here", file=sys.stderr)
+        print("changefeed demo: interrupted; `make demo` continues from here", file=stderr)
         return 130
+
+
+def _own_stream(stream: TextIO) -> TextIO:
+    try:
+        stream.flush()
+        return open(os.dup(stream.fileno()), "w", buffering=1, encoding="utf-8")
+    except (AttributeError, OSError, ValueError):  # no real file descriptor (e.g. captured)
+        return stream

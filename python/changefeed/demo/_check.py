@@ -84,6 +84,7 @@ def _compare(
 def run_check(spark: Any, pg: Any) -> CheckResult:
     """Compare PostgreSQL's audit tables with the landed feeds and the consumer models."""
     result = CheckResult(feeds={})
+    landed_by_feed: dict[str, Counter[tuple[int, int]]] = {}
     for feed, (_mode, table, key) in FEEDS.items():
         check = FeedCheck(feed)
         result.feeds[feed] = check
@@ -100,6 +101,7 @@ def run_check(spark: Any, pg: Any) -> CheckResult:
             spark.sql(f"select shard_id, {key}, count(*) from {table} group by 1, 2").collect()
         )
         check.landed = sum(landed.values())
+        landed_by_feed[feed] = landed
         check.missing, check.extra = _compare(check, truth, landed, "in Spark")
         row = spark.sql(f"select count(*) - count(distinct shard_id, ulid) from {table}").collect()[
             0
@@ -128,15 +130,12 @@ def run_check(spark: Any, pg: Any) -> CheckResult:
                 + ", ".join(f"shard {s} key {k}" for s, k in leaked[:5])
             )
 
-    _check_orders_consumer(spark, result.feeds["shop.orders"], "shop_landing.orders_feed")
-    _check_payments_consumer(spark, pg, result, "shop_landing.payments_feed")
+    _check_orders_consumer(spark, result.feeds["shop.orders"], landed_by_feed["shop.orders"])
+    _check_payments_consumer(spark, pg, result, landed_by_feed["shop.payments"])
     return result
 
 
-def _check_orders_consumer(spark: Any, check: FeedCheck, table: str) -> None:
-    landed = _counter(
-        spark.sql(f"select shard_id, order_id, count(*) from {table} group by 1, 2").collect()
-    )
+def _check_orders_consumer(spark: Any, check: FeedCheck, landed: Counter[tuple[int, int]]) -> None:
     spark.sql("refresh table shop_analytics.order_updates")
     consumed = _counter(
         spark.sql(
@@ -148,14 +147,13 @@ def _check_orders_consumer(spark: Any, check: FeedCheck, table: str) -> None:
     check.consumer_mismatches = missing + extra
 
 
-def _check_payments_consumer(spark: Any, pg: Any, result: CheckResult, table: str) -> None:
+def _check_payments_consumer(
+    spark: Any, pg: Any, result: CheckResult, landed_keys: Counter[tuple[int, int]]
+) -> None:
     check = result.feeds["shop.payments"]
-    landed = Counter(
-        {
-            int(r[0]): int(r[1])
-            for r in spark.sql(f"select shard_id, count(*) from {table} group by 1").collect()
-        }
-    )
+    landed: Counter[int] = Counter()
+    for (shard, _key), count in landed_keys.items():
+        landed[shard] += count
     spark.sql("refresh table shop_analytics.payments_hourly")
     consumed = Counter(
         {

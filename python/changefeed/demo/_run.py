@@ -8,6 +8,7 @@ import statistics
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -78,6 +79,7 @@ class Demo:
         self.metrics = Metrics()
         self.history: list[dict[str, Any]] = []
         self.run_number = 1
+        self.interrupted_before = False
         self.spark: Any = None
         self.uri = ""
         self.landed_before: dict[str, tuple[int, int]] = {}
@@ -100,8 +102,11 @@ class Demo:
             shutil.rmtree(layout.root)
             say(f"--reset: deleted {layout.root}")
         layout.root.mkdir(parents=True, exist_ok=True)
-        if layout.runs_file.exists():
-            self.history = list(json.loads(layout.runs_file.read_text()))
+        recorded = json.loads(layout.runs_file.read_text()) if layout.runs_file.exists() else []
+        # A run that was interrupted left a "running" entry: its number is used again, and
+        # the totals of the last finished run no longer describe the tables.
+        self.interrupted_before = bool(recorded) and recorded[-1].get("status") == "running"
+        self.history = [h for h in recorded if h.get("status") != "running"]
         self.run_number = len(self.history) + 1
         if self.history:
             last = self.history[-1]
@@ -113,6 +118,16 @@ class Demo:
         else:
             say(f"changefeed demo, run 1 (state in {layout.root})")
 
+        from changefeed.demo._spark import start_spark
+
+        # Spark takes the longest to start: it starts in the background while PostgreSQL
+        # and dbt-postgres set up, and the load already runs when it is ready.
+        say(
+            f"starting Spark in the background (local[2]; tables and metastore in "
+            f"{layout.warehouse_dir}; log in {layout.log_dir / 'spark.log'})"
+        )
+        spark_started = time.monotonic()
+        spark_job = _Background(lambda: start_spark(layout))
         with self.progress.step(
             f"starting the embedded PostgreSQL (data in {layout.pg_dir})", "PostgreSQL"
         ):
@@ -138,29 +153,19 @@ class Demo:
             seed=self.options.seed,
         )
         generator.prepare()
-
-        from changefeed.demo._spark import start_spark
-
-        say(
-            f"Spark: local[2], tables and metastore in {layout.warehouse_dir}, "
-            f"log in {layout.log_dir / 'spark.log'}"
-        )
-        with self.progress.step("starting Spark", "Spark"):
-            self.spark = start_spark(layout)
         analytics = DbtProject(
             EXAMPLE_DIR / "analytics",
             layout.dbt_dir / "analytics",
             "shop_analytics",
             spark_session_output(ANALYTICS_SCHEMA),
         )
-        with self.progress.step("reading what earlier runs landed and consumed", "baseline"):
-            self._baseline()
 
         say(
             f"load: {self.options.writers} writers, ~{self.options.rate:g} transactions/s on "
             f"{self.options.shards} shards for {self.options.duration:g} s; landing and dbt "
             f"every {self.options.cycle:g} s"
         )
+        self._mark_running()
         self.metrics.started = time.monotonic()
         self.metrics.started_wall = time.time()
         sampler_stop = threading.Event()
@@ -174,6 +179,11 @@ class Demo:
         self.progress.set_status(lambda: self._status_line(generator))
         interrupted = False
         try:
+            self.progress.set_activity("starting Spark")
+            self.spark = spark_job.result()
+            say(f"Spark: ready after {time.monotonic() - spark_started:.1f} s")
+            self.progress.set_activity("reading what earlier runs landed and consumed")
+            self._baseline()
             while generator.running:
                 self.progress.set_activity("waiting for the next landing")
                 next_cycle = time.monotonic() + self.options.cycle
@@ -230,6 +240,17 @@ class Demo:
     # -- pieces ------------------------------------------------------------------------
 
     def _baseline(self) -> None:
+        """Where earlier runs stopped: from runs.json when the last run finished (fast),
+        else (first run, or the last one was interrupted) from the Spark tables."""
+        last = self.history[-1] if self.history else None
+        if last is not None and not self.interrupted_before and "by_feed" in last:
+            for feed in FEEDS:
+                counts = last["by_feed"][feed]
+                self.landed_before[feed] = (int(counts["landed"]), int(counts["batch"]))
+                self.landed_now[feed] = int(counts["landed"])
+                self.consumed_before[feed] = int(counts["consumed"])
+            self.consumed_now = dict(self.consumed_before)
+            return
         from changefeed.demo._spark import consumed_totals, feed_totals
 
         for feed, (_mode, table, _key) in FEEDS.items():
@@ -246,12 +267,17 @@ class Demo:
             result = land_feed(self.spark, self.uri, feed, table)
             self.landing_seconds += result.seconds
             if result.batch is None:
+                self.progress.say(f"landed {feed}: nothing new ({result.seconds:.1f} s)")
                 continue
             stats = batch_stats(self.spark, table, result.batch, time.time())
             landed_ms = stats.landed_at * 1000
             self.batches[feed].append(result.batch)
             self.landed_now[feed] += stats.events
             self._pending_first_ms.append(stats.first_ms)
+            self.progress.say(
+                f"landed {feed} into {table}: batch {result.batch}, {stats.events:,} events "
+                f"in {result.seconds:.1f} s"
+            )
             self.metrics.landings.append(
                 {
                     "t": self.metrics.at(),
@@ -271,6 +297,10 @@ class Demo:
         analytics.invoke(["run"])
         done_ms = time.time() * 1000
         self.consumed_now = consumed_totals(self.spark)
+        self.progress.say(
+            f"dbt run: done in {time.monotonic() - started:.1f} s; consumed so far: "
+            + ", ".join(f"{feed} {n:,}" for feed, n in self.consumed_now.items())
+        )
         lag = max(((done_ms - ms) / 1000 for ms in self._pending_first_ms), default=0.0)
         self._pending_first_ms = []
         self.metrics.dbt_runs.append(
@@ -397,6 +427,12 @@ class Demo:
         )
         return lines
 
+    def _mark_running(self) -> None:
+        """Record the run as started: if it is interrupted, the next run knows not to trust
+        the last entry's totals."""
+        entry = {"run": self.run_number, "status": "running"}
+        self.layout.runs_file.write_text(json.dumps([*self.history, entry], indent=2) + "\n")
+
     def _rolled_back_this_run(self, feed: str) -> int:
         import psycopg
 
@@ -416,12 +452,21 @@ class Demo:
         self.layout.chart_file.write_text(page)
         entry = {
             "run": self.run_number,
+            "status": "finished",
             "started": datetime.fromtimestamp(self.metrics.started_wall, timezone.utc).isoformat(),
             "load_seconds": round(load_seconds, 1),
             "written": load["events"],
             "transactions": load["transactions"],
             "batches": self.batches,
             "check": "passed" if check.passed else "failed",
+            "by_feed": {
+                feed: {
+                    "landed": self.landed_now[feed],
+                    "consumed": self.consumed_now.get(feed, 0),
+                    "batch": max(self.batches[feed], default=self.landed_before[feed][1]),
+                }
+                for feed in FEEDS
+            },
             "totals": {
                 "committed": sum(f.committed for f in check.feeds.values()),
                 "landed": sum(f.landed for f in check.feeds.values()),
@@ -484,3 +529,26 @@ class Demo:
             "seconds",
         )
         return [throughput, lag]
+
+
+class _Background:
+    """Run ``work`` in a thread now; :meth:`result` waits and returns (or raises) its result."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Any]) -> None:
+        try:
+            self._result = work()
+        except BaseException as exc:
+            self._error = exc
+
+    def result(self) -> Any:
+        while self._thread.is_alive():
+            self._thread.join(0.2)  # short joins keep Ctrl-C responsive
+        if self._error is not None:
+            raise self._error
+        return self._result

@@ -43,15 +43,20 @@ def _jvm_output_to(log_file: Path) -> Iterator[None]:
 
 
 def start_spark(layout: DemoLayout) -> Any:
-    """A ``local[2]`` session whose Derby metastore and tables live in the state dir."""
+    """A ``local[2]`` session whose Derby metastore and tables live in the state dir.
+
+    Safe to call from a background thread: it changes no working directory, only the
+    file descriptors the JVM inherits while it is launched.
+    """
     from changefeed.local_spark import local_spark_session
 
     layout.warehouse_dir.mkdir(parents=True, exist_ok=True)
     layout.log_dir.mkdir(parents=True, exist_ok=True)
-    cwd = os.getcwd()
+    # Derby writes derby.log into the JVM's working directory unless told otherwise.
+    derby_log = f"-Dderby.stream.error.file={layout.log_dir / 'derby.log'}"
+    previous = os.environ.get("JDK_JAVA_OPTIONS")
+    os.environ["JDK_JAVA_OPTIONS"] = f"{previous} {derby_log}" if previous else derby_log
     try:
-        # derby.log is written to the JVM's working directory: keep it in the logs.
-        os.chdir(layout.log_dir)
         with _jvm_output_to(layout.log_dir / "spark.log"):
             spark = local_spark_session(
                 app_name="changefeed-demo", warehouse_dir=layout.warehouse_dir, hive=True
@@ -61,7 +66,10 @@ def start_spark(layout: DemoLayout) -> Any:
             raise DemoError(str(exc)) from None
         raise
     finally:
-        os.chdir(cwd)
+        if previous is None:
+            os.environ.pop("JDK_JAVA_OPTIONS", None)
+        else:
+            os.environ["JDK_JAVA_OPTIONS"] = previous
     spark.sparkContext.setLogLevel("FATAL")
     # The first catalog call creates the Derby metastore (slow once, on a fresh state).
     for schema in ("shop_landing", "shop_analytics"):
