@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ def test_landing_refuses_what_it_cannot_do_safely(spark: Any, pg_uri: str, dbt: 
 DOC = REPO / "docs" / "spark-source.md"
 
 
-def test_the_docs_examples_run(spark: Any, pg_uri: str, dbt: Any, tmp_path: Path) -> None:
+def test_the_docs_examples_run(
+    spark: Any, pg_uri: str, dbt: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every Python sample of docs/spark-source.md, in order (feed renamed to
     cf_docs_spark.orders, paths under tmp_path); the shell samples through the parser."""
     import re
@@ -118,88 +121,107 @@ def test_the_docs_examples_run(spark: Any, pg_uri: str, dbt: Any, tmp_path: Path
         options = source_options(build_parser().parse_args(argv[1:]))
         assert options["feed"] in ("shop.orders", "dbo.orders")
 
+    # The first command, run for real in this process (--spark existing: this session).
+    from changefeed.cli import main
+
+    argv = shlex.split(commands[0])[1:]
+    argv[argv.index("--connection") + 1] = pg_uri
+    argv[argv.index("--feed") + 1] = "cf_docs_spark.orders"
+    argv[argv.index("--table") + 1] = "cf_docs_landing.cli_orders"
+    capsys.readouterr()
+    assert main([*argv, "--spark", "existing"]) == 0
+    assert "cf_docs_landing.cli_orders: batch 1, 5 events from 1 shards" in capsys.readouterr().out
+    argv[argv.index("--feed") + 1] = "cf_docs_spark.nothing"
+    assert main([*argv, "--spark", "existing"]) == 1
+    error = capsys.readouterr().err
+    assert "changefeed land: unknown feed 'cf_docs_spark.nothing'" in error
+    assert "Traceback" not in error
+
 
 # -- kill and re-run ------------------------------------------------------------------
 
 
-def _runner(config: dict[str, Any], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def _runner(config: dict[str, Any], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """This file's ``__main__`` in a process group of its own (it may SIGKILL the group)."""
     return subprocess.run(
         [sys.executable, __file__, json.dumps(config)],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=timeout, cwd=config["warehouse"],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
     )  # fmt: skip
 
 
-def _kill_during_write(config: dict[str, Any], table: str) -> bool:
-    """Run ``changefeed land`` and SIGKILL it once Spark's staging directory of the
-    dynamic overwrite exists (tasks writing). True if it was killed there."""
-    database, name = table.split(".")
-    location = Path(config["warehouse"]) / f"{database}.db" / name
-    argv = [sys.executable, "-m", "changefeed.cli", "land", "--connection", config["uri"],
-            "--feed", config["feed"], "--table", table, "--warehouse", config["warehouse"],
-            "--payload", "--page-size", str(config["page_size"])]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=config["warehouse"], start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 180
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if location.exists() and any(
-                p.name.startswith(".spark-staging") for p in location.iterdir()
-            ):
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-                return True
-            time.sleep(0.005)
-        return False
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-
-
 @pytest.mark.slow
-def test_killed_landings_rerun_to_the_same_table(pg_uri: str, dbt: Any, tmp_path: Path) -> None:
-    """Batch 1 lands everywhere; more events are written; then batch 2 is killed with
-    SIGKILL during Spark's write (``changefeed land``, whole process group) and right
-    after its partition was registered, and re-run, next to an uninterrupted reference
-    landing. Three Spark processes share one Derby metastore and warehouse."""
+def test_a_landing_killed_during_the_write_reruns_to_the_same_table(
+    pg_uri: str, dbt: Any, tmp_path: Path
+) -> None:
+    """Batch 1 lands in two tables; more events are written; the reference lands batch 2;
+    the other table's batch 2 is SIGKILLed (driver, JVM and Python workers: the whole
+    process group) while Spark's tasks write its staging directory. A new process re-runs
+    both landings: the tables are identical, row for row and batch for batch. Two Spark
+    processes share one Derby metastore and warehouse (a catalog that outlives them)."""
     feed = kit.create_feed(dbt, pg_uri, "outbox", "id bigint primary key, v text")
     kit.write_outbox(pg_uri, feed, 0, [{"id": i, "v": f"a{i}"} for i in range(60)], ["id"])
     kit.write_outbox(pg_uri, feed, 1, [{"id": i, "v": f"a{i}"} for i in range(100, 120)], ["id"])
-    killed_in_write, killed_after_commit = "landed.k_write", "landed.k_committed"
-    reference = "landed.reference"
-    every = [reference, killed_in_write, killed_after_commit]
+    reference, killed = "landed.reference", "landed.killed"
     config: dict[str, Any] = {"warehouse": str(tmp_path), "uri": pg_uri, "feed": feed,
                               "page_size": 10}  # fmt: skip
 
-    # 1: batch 1 of every table; the new events (30 transactions on 3 shards); batch 2
-    #    of the reference, then of k_committed, killed once its partition is registered.
-    first = _runner({**config, "tables": every, "then_write": True,
-                     "tables_after_write": [reference, killed_after_commit],
-                     "kill": "committed", "kill_table": killed_after_commit})  # fmt: skip
+    both = [reference, killed]
+    first = _runner({**config, "tables": both, "then_write": True, "tables_after_write": both,
+                     "kill_in_write": killed})  # fmt: skip
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
-    # 2: batch 2 of k_write, killed while Spark's tasks write its staging directory.
-    assert _kill_during_write(config, killed_in_write), "the write ended before it was killed"
+    assert "killing during the write of landed.killed" in first.stdout
+    assert "landed.killed: batch 2" not in first.stdout  # it never finished
 
-    # 3: re-run every table, then dump partitions and rows.
     dump = tmp_path / "dump.json"
-    rerun = _runner({**config, "tables": every, "dump": str(dump)})
+    rerun = _runner({**config, "tables": [reference, killed], "dump": str(dump)})
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     result = json.loads(dump.read_text())
 
-    # What the killed runs left visible: nothing of batch 2, except after its commit.
     one, two = f"{BATCH_COLUMN}=1", f"{BATCH_COLUMN}=2"
-    assert result["partitions_before"] == {reference: [one, two], killed_in_write: [one],
-                                           killed_after_commit: [one, two]}  # fmt: skip
+    # Nothing of the killed batch was visible; the re-run wrote it.
+    assert result["partitions_before"] == {reference: [one, two], killed: [one]}
+    assert "landed.killed: batch 2, 300 events" in rerun.stdout
     expected = result["rows"][reference]
     assert len(expected) == 80 + 300
     assert [r[4] for r in expected].count(2) == 300
-    assert sorted((r[0], bytes.fromhex(r[1]), r[2]) for r in expected) == kit.feed_rows(
-        pg_uri, feed
+    events = sorted((r[0], bytes.fromhex(r[1]), r[2]) for r in expected)
+    assert events == kit.feed_rows(pg_uri, feed)
+    assert result["rows"][killed] == expected
+    assert result["partitions"][killed] == [one, two]
+
+
+class Died(BaseException):
+    """Stands for the process dying at a stage (in-process: nothing after it runs)."""
+
+
+@pytest.mark.parametrize("stage", ["planned", "committed"])
+def test_a_landing_that_dies_before_or_after_its_commit_reruns_cleanly(
+    spark: Any, pg_uri: str, dbt: Any, stage: str
+) -> None:
+    """The other two moments, in-process: right after planning (nothing written) and
+    right after the partition was registered (committed, the caller never heard)."""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 20, 5)
+    options = kit.options(pg_uri, feed, payload="true")
+    reference, victim = f"landing_tests.ref_{stage}", f"landing_tests.died_{stage}"
+    for table in (reference, victim):
+        assert land(spark, options, table).batch == 1
+    kit.write_many_blocking(pg_uri, feed, 2, 100, 12, 4)
+    assert land(spark, options, reference).batch == 2
+
+    def die(at: str, details: Any) -> None:
+        if at == stage:
+            raise Died(at)
+
+    with pytest.raises(Died):
+        land(spark, options, victim, on_stage=die)
+    again = land(spark, options, victim)
+    assert again.batch == (2 if stage == "planned" else None)
+    columns = ("shard_id", "ulid", "id", "payload", BATCH_COLUMN)
+    assert kit.rows_of(spark.table(victim), *columns) == kit.rows_of(
+        spark.table(reference), *columns
     )
-    for table in (killed_in_write, killed_after_commit):
-        assert result["rows"][table] == expected, table
-        assert result["partitions"][table] == [one, two]
 
 
 def _write_batch_two(uri: str, feed: str) -> None:
@@ -211,8 +233,9 @@ def _write_batch_two(uri: str, feed: str) -> None:
 
 def _main(config: dict[str, Any]) -> None:
     """A landing process of the kill test: land ``tables``; with ``then_write`` write the
-    second batch's events; land ``tables_after_write``, SIGKILLing itself at the stage
-    ``kill``; with ``dump``, write every table's partitions and rows to that file."""
+    second batch's events; land ``tables_after_write``, and SIGKILL the process group as
+    soon as the write of ``kill_in_write`` has a staging directory; with ``dump``, write
+    every table's partitions and rows to that file."""
     import argparse
 
     from changefeed.cli.land import spark_session
@@ -228,9 +251,20 @@ def _main(config: dict[str, Any]) -> None:
 
     before = {table: partitions(table) for table in config["tables"]}
 
+    def watch(table: str) -> None:
+        database, name = table.split(".")
+        location = Path(config["warehouse"]) / f"{database}.db" / name
+        while True:
+            if location.exists() and any(
+                p.name.startswith(".spark-staging") for p in location.iterdir()
+            ):
+                print(f"killing during the write of {table}", flush=True)
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+            time.sleep(0.005)
+
     def on_stage(stage: str, details: Any) -> None:
-        if stage == config.get("kill") and details["table"] == config["kill_table"]:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if stage == "planned" and details["table"] == config.get("kill_in_write"):
+            threading.Thread(target=watch, args=(details["table"],), daemon=True).start()
 
     for table in config["tables"]:
         print(land(spark, options, table).summary(), flush=True)

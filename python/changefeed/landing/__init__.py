@@ -88,6 +88,7 @@ def land(
     started = time.monotonic()
     options = _landing_options(source_options)
     table = _format.parse_table(spark, target_table)
+    _format.check_partition_management(spark)
     register(spark)
 
     with open_backend(options.connection, options.changefeed_schema) as backend:

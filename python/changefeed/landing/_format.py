@@ -76,6 +76,19 @@ def feed_table_schema(source_schema: Any) -> Any:
     return T.StructType(fields)
 
 
+def check_partition_management(spark: Any) -> None:
+    """Readers, the landing's own cursor included, must list registered partitions only
+    (11.1): with ``spark.sql.hive.manageFilesourcePartitions=false`` Spark would read the
+    directory a killed write left behind, and the landing would skip its events."""
+    value = str(spark.conf.get("spark.sql.hive.manageFilesourcePartitions", "true")).lower()
+    if value == "false":
+        raise ChangefeedSourceError(
+            "spark.sql.hive.manageFilesourcePartitions is false, so Spark would read "
+            "unregistered partition directories (a killed run's output); set it to true "
+            "(the default) to land feeds"
+        )
+
+
 def table_exists(spark: Any, table: TableName) -> bool:
     return bool(spark.catalog.tableExists(table.sql))
 
