@@ -175,6 +175,8 @@ def main() -> None:
         (workdir / "current_step").write_text(f"{index} {time.time()}")
         started = time.monotonic()
         record: dict[str, Any] = {"index": index, "step": next(iter(step))}
+        if "name" in step:
+            record["name"] = step["name"]
         try:
             if "sql" in step:
                 spark.sql(step["sql"]).collect()
@@ -446,6 +448,7 @@ def kill_scenario(root: Path) -> dict[str, Any]:
     for n in (1, 2):
         steps += [*data_steps(BASE, n), run_step(BASE, n)]
     steps += [
+        {"dbt": ["test", "--select", "test_type:unit"], "schema": BASE, "name": "unit tests"},
         dump_step("base.json", BASE),
         # Health: land a 3rd batch and run only CONSUMER, so SHORT lags behind.
         {"land": {"table": f"{BASE}.{LANDED}", "rows": landed_rows(3)}},

@@ -272,10 +272,19 @@ def test_full_refresh_rebuilds_from_the_start(scenario: dict[str, Any]) -> None:
 
 
 def test_compiled_sql_shows_the_window(scenario: dict[str, Any]) -> None:
-    compiled = scenario["workdir"] / f"target-{KILL}" / "run" / "changefeed_integration_tests" \
-        / "models" / "spark" / f"{CONSUMER}.sql"  # fmt: skip
-    sql = compiled.read_text()
+    target = scenario["workdir"] / f"target-{KILL}"
+    model = Path("changefeed_integration_tests", "models", "spark", f"{CONSUMER}.sql")
+    sql = (target / "compiled" / model).read_text()
     heads = {s: max(r[1] for r in landed_rows(2) if r[0] == s) for s in (0, 1)}
     for shard, head in heads.items():
         assert f"when {shard} then X'{head.upper()}'" in sql, "the safe point literals"
-    assert "select max(changefeed_cursor.ulid)" in sql and "insert overwrite" in sql
+    assert "select max(changefeed_cursor.ulid)" in sql
+    statement = (target / "run" / model).read_text()
+    assert "insert overwrite table cf_kill.cf_orders_consumer" in statement
+
+
+def test_dbt_unit_test_overrides_the_cursor_and_safe_point(scenario: dict[str, Any]) -> None:
+    """integration_tests/models/spark/cf_spark_unit_tests.yml, run in the baseline."""
+    steps = scenario["results"]["k1"].steps
+    unit = [s for s in steps if s.get("name") == "unit tests"]
+    assert unit and unit[0].get("error") is None and "failed" not in unit[0], steps

@@ -288,7 +288,9 @@ def test_delta_and_iceberg_merge_on_the_event(dbt: Any) -> None:
 
 def test_post_hook_requires_publish_feed_on_spark(dbt: Any) -> None:
     with pytest.raises(DbtError, match=r"wrapping its select in \{% call changefeed.publish_feed"):
-        dbt.render("{{ config(changefeed={'key': 'a'}) }}{{ changefeed.feed_post_hook() }}", "spark")
+        dbt.render(
+            "{{ config(changefeed={'key': 'a'}) }}{{ changefeed.feed_post_hook() }}", "spark"
+        )
     assert dbt.render("{{ changefeed.feed_post_hook() }}", "spark") == ""
 
 
