@@ -48,11 +48,10 @@ def test_restart_from_checkpoint_gives_every_event_once(
     assert offset["version"] == 1 and sorted(offset["cursors"]) == ["0", "1"]
     assert all(len(cursor) == 32 for cursor in offset["cursors"].values())
 
-    # Stopped; more events, on an existing shard, in several transactions, and a new shard.
+    # Stopped; more events on existing shards, in several transactions, and a new shard.
     kit.write_outbox(pg_uri, feed, 0, [{"id": i, "v": "b"} for i in range(5)], keys)
     kit.write_outbox(pg_uri, feed, 0, [{"id": 5, "v": "b"}], keys)
     kit.write_outbox(pg_uri, feed, 7, [{"id": 700, "v": "c"}], keys)
-    run_available_now(spark, pg_uri, feed, sink, checkpoint, pageSize=3)
     kit.write_outbox(pg_uri, feed, 1, [{"id": 104, "v": "d"}], keys)
     run_available_now(spark, pg_uri, feed, sink, checkpoint, pageSize=3)
     run_available_now(spark, pg_uri, feed, sink, checkpoint, pageSize=3)  # nothing new
@@ -63,16 +62,16 @@ def test_restart_from_checkpoint_gives_every_event_once(
     assert len({(r[0], r[1]) for r in landed}) == len(landed)
 
 
-def test_a_replayed_micro_batch_reads_the_same_events(
+def test_now_then_a_replayed_micro_batch_reads_the_same_events(
     spark: Any, pg_uri: str, dbt: Any, tmp_path: Path
 ) -> None:
-    """A crash after Spark logged a batch's offsets but before it committed the batch:
+    """startingPosition=now skips the history, and is fixed by the first (empty) batch.
+    Then a crash after Spark logged a batch's offsets but before it committed the batch:
     the restart runs that batch again from the logged offsets and must see the same
-    events (C3), even though more were written in between."""
+    events (C3), although more were written in between, on a shard that is new."""
     register(spark)
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
-    kit.write_many_blocking(pg_uri, feed, 0, 1, 20, 4)
-    kit.write_many_blocking(pg_uri, feed, 2, 100, 6, 6)
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 10, 5)  # history, before "now"
     checkpoint = tmp_path / "checkpoint"
     seen: list[tuple[int, list[tuple[Any, ...]]]] = []
 
@@ -82,7 +81,7 @@ def test_a_replayed_micro_batch_reads_the_same_events(
     def run() -> None:
         query = (
             spark.readStream.format("changefeed")
-            .options(**kit.options(pg_uri, feed, pageSize=5))
+            .options(**kit.options(pg_uri, feed, pageSize=5, startingPosition="now"))
             .load()
             .writeStream.foreachBatch(collect)
             .option("checkpointLocation", str(checkpoint))
@@ -93,32 +92,24 @@ def test_a_replayed_micro_batch_reads_the_same_events(
         assert query.exception() is None
 
     run()
-    (first_id, first_rows), *_ = seen
-    assert len(first_rows) == 26
+    assert [rows for _, rows in seen] == [[]]  # batch 0 fixes "now" in the checkpoint
+    kit.write_many_blocking(pg_uri, feed, 0, 11, 20, 4)
+    kit.write_many_blocking(pg_uri, feed, 2, 100, 6, 6)
+    seen.clear()
+    run()
+    ((batch_id, batch_rows),) = seen
+    assert len(batch_rows) == 26
     # Forget that the batch was committed, as if the driver died right before.
-    commit = checkpoint / "commits" / str(first_id)
+    commit = checkpoint / "commits" / str(batch_id)
     assert commit.exists()
     commit.unlink()
-    (checkpoint / "commits" / f".{first_id}.crc").unlink(missing_ok=True)
-    kit.write_many_blocking(pg_uri, feed, 0, 21, 8, 4)  # new events meanwhile
+    (checkpoint / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)
+    kit.write_many_blocking(pg_uri, feed, 0, 31, 8, 4)  # new events meanwhile
+    kit.write_many_blocking(pg_uri, feed, 5, 500, 2, 2)  # on a new shard too
 
     seen.clear()
     run()
-    assert seen[0] == (first_id, first_rows)  # the same batch, the same events
+    assert seen[0] == (batch_id, batch_rows)  # the same batch, the same events
     later = [row for _, rows in seen[1:] for row in rows]
-    assert sorted(first_rows + later) == kit.feed_rows(pg_uri, feed)
-
-
-def test_starting_now_skips_history_and_new_shards_start_at_zero(
-    spark: Any, pg_uri: str, dbt: Any, tmp_path: Path
-) -> None:
-    register(spark)
-    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
-    kit.write_many_blocking(pg_uri, feed, 0, 1, 5, 5)
-    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
-    run_available_now(spark, pg_uri, feed, sink, checkpoint, startingPosition="now")
-    kit.write_many_blocking(pg_uri, feed, 0, 6, 3, 3)
-    kit.write_many_blocking(pg_uri, feed, 4, 50, 2, 2)  # a shard that did not exist at "now"
-    run_available_now(spark, pg_uri, feed, sink, checkpoint, startingPosition="now")
-    landed = kit.rows_of(spark.read.parquet(str(sink)), "shard_id", "id")
-    assert landed == [(0, 6), (0, 7), (0, 8), (4, 50), (4, 51)]
+    assert sorted(batch_rows + later) == [r for r in kit.feed_rows(pg_uri, feed) if r[2] > 10]
+    assert {r[0] for r in later} == {0, 5}
