@@ -29,6 +29,7 @@ from changefeed.spark.datasource._sqlserver import (
 
 FEED = "dbo.orders"
 NAMES = {"read_feed": "read_feed:dbo.orders", "safe_point": "safe_point:dbo.orders",
+         "feed": "feed:dbo.orders",
          "outbox": "outbox:dbo.orders", "state": "state:dbo.orders"}  # fmt: skip
 KEYS = [{"name": "order_id", "data_type": "bigint", "collation": None}]
 URI = "mssql://reader:pw@db.example:1433/shop"
@@ -317,3 +318,16 @@ def test_batch_planning_and_reading_share_the_postgres_code(
         (1, 50)
     ]
     assert server.closed >= 3  # every backend opened was closed
+
+
+def test_the_landing_probe_for_new_events() -> None:
+    server = FakeServer()
+    registry(server)
+    server.on(r"^select top \(1\) 1 from", (["x"], [(1,)]))
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    assert b.has_events(info, 3, u(1), u(9)) is True
+    assert server.statements[-1] == (
+        "select top (1) 1 from [changefeed].[feed:dbo.orders] "
+        f"where shard_id = 3 and ulid > 0x{u(1).hex()} and ulid <= 0x{u(9).hex()}"
+    )

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from changefeed.landing import _format
 from changefeed.spark.datasource import register
-from changefeed.spark.datasource._backend import Backend, FeedInfo, open_backend
+from changefeed.spark.datasource._backend import FeedInfo, open_backend
 from changefeed.spark.datasource._errors import ChangefeedSourceError
 from changefeed.spark.datasource._options import FeedOptions, parse_options
 from changefeed.spark.datasource._positions import ZERO, encode_offset
@@ -108,8 +108,13 @@ def land(
         safe_points = backend.safe_points(info, shards)
         ends = {shard: max(safe_points[shard], cursors[shard]) for shard in shards}
         # The cursor is the last landed event, the safe point the end of its block and
-        # beyond: ask for one event first, so a run with nothing new starts no Spark job.
-        pending = [shard for shard in shards if _has_events(backend, info, shard, cursors, ends)]
+        # beyond: probe for one event first, so a run with nothing new starts no Spark job.
+        pending = [
+            shard
+            for shard in shards
+            if ends[shard] > cursors[shard]
+            and backend.has_events(info, shard, cursors[shard], ends[shard])
+        ]
     batch = last_batch + 1
     details = {"table": table.text, "batch": batch, "cursors": cursors, "safe_points": ends}
     if on_stage is not None:
@@ -126,16 +131,6 @@ def land(
     return LandingResult(
         table.text, batch if events else None, events, cursors, ends, time.monotonic() - started
     )
-
-
-def _has_events(
-    backend: Backend, info: FeedInfo, shard: int, cursors: Mapping[int, bytes],
-    ends: Mapping[int, bytes],
-) -> bool:  # fmt: skip
-    if ends[shard] <= cursors[shard]:
-        return False
-    page = backend.read_page(replace(info, payload=None), shard, cursors[shard], 1)
-    return bool(page) and bytes(page[0][1]) <= ends[shard]
 
 
 def _landing_options(source_options: Mapping[str, str]) -> FeedOptions:

@@ -153,6 +153,11 @@ class Backend(ABC):
         """One page of ``read_feed`` after ``cursor``, rows shaped as :class:`RowLayout`."""
 
     @abstractmethod
+    def has_events(self, info: FeedInfo, shard: int, after: bytes, upto: bytes) -> bool:
+        """Whether ``shard`` has an event with ``after < ulid <= upto`` (one index probe
+        of the feed table; ``upto`` must be an observed safe point)."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     def __enter__(self) -> Backend:

@@ -142,6 +142,14 @@ class PostgresBackend(Backend):
                 if client.move_outbox(self.conn, shard, max_rows=MOVE_ROWS) < MOVE_ROWS:
                     break
 
+    def has_events(self, info: FeedInfo, shard: int, after: bytes, upto: bytes) -> bool:
+        rows = self._fetch(
+            f"select 1 from {self._q(info.name('feed'))} "
+            "where shard_id = %s and ulid > %s and ulid <= %s limit 1",
+            (shard, after, upto),
+        )
+        return bool(rows)
+
     def read_page(self, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
         if info.payload is None:
             page = self._client(info.feed_id).read_page(self.conn, shard, cursor, page_size)

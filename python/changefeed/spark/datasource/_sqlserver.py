@@ -205,6 +205,14 @@ class SqlServerBackend(Backend):
                 (shard, heads.get(shard, ZERO), 1),
             )
 
+    def has_events(self, info: FeedInfo, shard: int, after: bytes, upto: bytes) -> bool:
+        _, rows = self._execute(
+            f"select top (1) 1 from {self._q(info.name('feed'))} "
+            "where shard_id = %s and ulid > %s and ulid <= %s",
+            (shard, after, upto),
+        )
+        return bool(rows)
+
     def _read_feed_sql(self, info: FeedInfo) -> str:
         name = self._q(info.name("read_feed"))
         return f"exec {name} @shard_id = %s, @cursor = %s, @page_size = %s"
