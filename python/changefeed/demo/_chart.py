@@ -52,10 +52,20 @@ def _label(value: float) -> str:
     return f"{value:.1f}"
 
 
-def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str) -> str:
-    """An SVG line chart of ``series`` (x and y from 0 up to their maxima)."""
+def line_chart(
+    title: str,
+    series: Sequence[Series],
+    x_label: str,
+    y_label: str,
+    *,
+    x_max: float | None = None,
+    marks: Sequence[tuple[float, str]] = (),
+) -> str:
+    """An SVG line chart of ``series`` (x and y from 0 up to their maxima, or ``x_max``),
+    with a dashed vertical line and a label at each of ``marks``."""
     points = [p for s in series for p in s.points]
-    x_max = max((p[0] for p in points), default=1.0)
+    if x_max is None:
+        x_max = max((p[0] for p in points), default=1.0)
     y_max = max((p[1] for p in points), default=1.0)
     x_ticks = nice_ticks(0.0, max(x_max, 1.0))
     y_ticks = nice_ticks(0.0, max(y_max, 1e-9) * 1.05)
@@ -97,6 +107,14 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str)
         f'<text x="14" y="{TOP + plot_h / 2:.0f}" text-anchor="middle" '
         f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{html.escape(y_label)}</text>'
     )
+    for x, label in marks:
+        parts.append(
+            f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{TOP}" y2="{sy(0):.1f}" '
+            'stroke="#999" stroke-dasharray="3,3"/>'
+        )
+        parts.append(
+            f'<text x="{sx(x) + 4:.1f}" y="{TOP + 14}" fill="#666">{html.escape(label)}</text>'
+        )
     legend_x = LEFT + 8.0
     for s in series:
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s.points)

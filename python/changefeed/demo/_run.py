@@ -80,6 +80,7 @@ class Demo:
         self.history: list[dict[str, Any]] = []
         self.run_number = 1
         self.interrupted_before = False
+        self.load_seconds = 0.0
         self.spark: Any = None
         self.uri = ""
         self.landed_before: dict[str, tuple[int, int]] = {}
@@ -98,6 +99,11 @@ class Demo:
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
         say = self.progress.say
         layout = self.layout
+        if not (EXAMPLE_DIR / "oltp" / "dbt_project.yml").exists():
+            raise DemoError(
+                f"the demo's dbt projects are not in {EXAMPLE_DIR}: run it from a clone of the "
+                "repository (`make demo`), with the package installed in editable mode"
+            )
         if self.options.reset and layout.root.exists():
             shutil.rmtree(layout.root)
             say(f"--reset: deleted {layout.root}")
@@ -198,6 +204,7 @@ class Demo:
             self.progress.set_activity("stopping the writers (open transactions finish first)")
             generator.stop()
             load_seconds = min(self.metrics.at(), generator.stopped_at - self.metrics.started)
+            self.load_seconds = load_seconds
             sampler_stop.set()
             sampler.join(2.0)
             self._sample_once(generator)
@@ -493,6 +500,13 @@ class Demo:
         for t, events in sorted(by_cycle.items()):
             landed.append((t, events / max(t - previous_t, 1.0)))
             previous_t = t
+        x_max = max(
+            [t for t, _o, _p in samples]
+            + [x["t"] for x in self.metrics.landings]
+            + [x["t"] for x in self.metrics.dbt_runs]
+            + [1.0]
+        )
+        marks = [(self.load_seconds, "load stopped")] if self.load_seconds else []
         throughput = line_chart(
             "Throughput",
             [
@@ -501,6 +515,8 @@ class Demo:
             ],
             "seconds since the load started",
             "events/s",
+            x_max=x_max,
+            marks=marks,
         )
         lag = line_chart(
             "Lag",
@@ -527,6 +543,8 @@ class Demo:
             ],
             "seconds since the load started",
             "seconds",
+            x_max=x_max,
+            marks=marks,
         )
         return [throughput, lag]
 
