@@ -424,8 +424,15 @@ def start_local_spark(warehouse: Path, app_name: str) -> Any:
         from changefeed.local_spark import local_spark_session
     except ImportError:
         raise CliError("pyspark is not installed: pip install 'changefeed[spark]'") from None
+    import tempfile
+
+    from changefeed.demo._spark import jvm_output_to
+
+    # Spark's own log lines go to a file, not between the command's output.
+    log = Path(tempfile.gettempdir()) / "changefeed-status-spark.log"
     try:
-        spark = local_spark_session(app_name=app_name, warehouse_dir=warehouse, hive=True)
+        with jvm_output_to(log):
+            spark = local_spark_session(app_name=app_name, warehouse_dir=warehouse, hive=True)
     except Exception as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "XSDB6" in str(exc) or "another instance of Derby" in str(exc):

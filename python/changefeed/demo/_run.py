@@ -190,12 +190,15 @@ class Demo:
             say(f"Spark: ready after {time.monotonic() - spark_started:.1f} s")
             self.progress.set_activity("reading what earlier runs landed and consumed")
             self._baseline()
+            # A cycle starts every `cycle` seconds from the start of the load (right away if
+            # one is overdue, e.g. when Spark took longer to start).
+            next_cycle = self.metrics.started + self.options.cycle
             while generator.running:
                 self.progress.set_activity("waiting for the next landing")
-                next_cycle = time.monotonic() + self.options.cycle
                 while generator.running and time.monotonic() < next_cycle:
                     time.sleep(0.2)
                 if generator.running:
+                    next_cycle = max(next_cycle + self.options.cycle, time.monotonic())
                     self._cycle(analytics)
         except KeyboardInterrupt:
             interrupted = True
@@ -288,6 +291,7 @@ class Demo:
             self.metrics.landings.append(
                 {
                     "t": self.metrics.at(),
+                    "cycle": len(self.metrics.dbt_runs),
                     "feed": feed,
                     "batch": result.batch,
                     "events": stats.events,
@@ -494,10 +498,12 @@ class Demo:
                 written.append((t1, ((o1 + p1) - (o0 + p0)) / (t1 - t0)))
         landed: list[tuple[float, float]] = []
         previous_t = 0.0
-        by_cycle: dict[float, float] = {}
+        # One point per landing cycle: the events of both feeds over the time since the last.
+        by_cycle: dict[int, tuple[float, int]] = {}
         for entry in self.metrics.landings:
-            by_cycle[round(entry["t"], 0)] = by_cycle.get(round(entry["t"], 0), 0) + entry["events"]
-        for t, events in sorted(by_cycle.items()):
+            t, events = by_cycle.get(entry["cycle"], (0.0, 0))
+            by_cycle[entry["cycle"]] = (max(t, entry["t"]), events + entry["events"])
+        for _cycle, (t, events) in sorted(by_cycle.items()):
             landed.append((t, events / max(t - previous_t, 1.0)))
             previous_t = t
         x_max = max(

@@ -20,7 +20,7 @@ ULID_MS = "cast(conv(hex(substring(ulid, 1, 6)), 16, 10) as bigint)"
 
 
 @contextlib.contextmanager
-def _jvm_output_to(log_file: Path) -> Iterator[None]:
+def jvm_output_to(log_file: Path) -> Iterator[None]:
     """Start processes with stdout/stderr going to ``log_file`` (Python's own are kept).
 
     The Spark JVM inherits the descriptors when it is launched, so its log lines (and
@@ -57,7 +57,7 @@ def start_spark(layout: DemoLayout) -> Any:
     previous = os.environ.get("JDK_JAVA_OPTIONS")
     os.environ["JDK_JAVA_OPTIONS"] = f"{previous} {derby_log}" if previous else derby_log
     try:
-        with _jvm_output_to(layout.log_dir / "spark.log"):
+        with jvm_output_to(layout.log_dir / "spark.log"):
             spark = local_spark_session(
                 app_name="changefeed-demo", warehouse_dir=layout.warehouse_dir, hive=True
             )
