@@ -1027,3 +1027,22 @@ def test_others_spark_guide_models(spark: Any, tmp_path: Path) -> None:
     finally:
         for table in ("landing.orders_feed", "shop.orders"):
             spark.sql(f"drop table if exists {table}")
+
+
+TESTING_COMMANDS = ("docs/testing.md", "f018cb8cf740")
+OTHERS[TESTING_COMMANDS] = f"{HERE}::test_others_testing_commands_collect"
+
+
+def test_others_testing_commands_collect() -> None:
+    """docs/testing.md's commands run the fault suite, which `make test` runs anyway: here
+    each one only has to select tests (the same command with --collect-only)."""
+    for line in block(*TESTING_COMMANDS).splitlines():
+        command = line.split("#", 1)[0].strip()
+        words = shlex.split(command)
+        assert words[:3] == [".venv/bin/python", "-m", "pytest"], command
+        result = subprocess.run(
+            [sys.executable, *words[1:], "--collect-only"], cwd=REPO, env=shell_env(),
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        assert re.search(r"tests? collected", result.stdout), result.stdout[-500:]
