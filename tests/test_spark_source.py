@@ -186,6 +186,11 @@ def test_errors_reach_the_spark_user(spark: Any, pg_uri: str, blocking: dict[str
         read(spark, pg_uri, "srcs.missing").schema  # noqa: B018
     with pytest.raises(Exception, match="not a valid ULID"):
         read(spark, pg_uri, blocking["feed"], startingPosition="01ARZ3NDEKTSV4RRFFQ69G5FAL").count()
+    future = json.dumps({"0": "7f" + "ff" * 15})
+    with pytest.raises(
+        Exception, match=r"endingOffsets .* is above the safe point on shard\(s\) 0"
+    ):
+        read(spark, pg_uri, blocking["feed"], endingOffsets=future).count()
     unreachable = "postgresql://nobody:s3cret@127.0.0.1:1/nothing?connect_timeout=3"
     with pytest.raises(
         Exception, match=r"cannot connect to PostgreSQL at postgresql://nobody:\*\*\*@"

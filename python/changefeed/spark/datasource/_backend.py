@@ -199,8 +199,8 @@ def read_range(
             if now < end:
                 raise ChangefeedSourceError(
                     f"feed {info.feed_id} shard {shard}: the safe point is now {to_hex(now)}, "
-                    f"below {to_hex(end)} that this read was planned up to; was the feed "
-                    "torn down and set up again? Nothing was read past the current safe point"
+                    f"below {to_hex(end)} that this read was planned up to (was the feed "
+                    "torn down and set up again?); nothing is read past a safe point"
                 )
             return
         first, last = bytes(page[0][1]), bytes(page[-1][1])

@@ -103,11 +103,14 @@ def plan_cursors(options: FeedOptions, info: FeedInfo) -> tuple[dict[int, bytes]
         if options.ending_offsets is not None:
             ends = dict(options.ending_offsets)
             shards = sorted(ends if options.shards is None else set(ends) & set(options.shards))
-            now = (
-                _publish_and_snapshot(backend, options, info, shards)
-                if options.starting_position.kind == "now"
-                else {}
-            )
+            now = _publish_and_snapshot(backend, options, info, shards)
+            beyond = [shard for shard in shards if ends[shard] > now[shard]]
+            if beyond:
+                raise ChangefeedSourceError(
+                    f"endingOffsets of feed {info.feed_id} is above the safe point on shard(s) "
+                    f"{', '.join(map(str, beyond))}: events there are not final yet (safe "
+                    f"point of shard {beyond[0]}: {now[beyond[0]].hex()})"
+                )
         else:
             shards = list(options.shards) if options.shards is not None else backend.shards(info)
             ends = _publish_and_snapshot(backend, options, info, shards)
