@@ -184,6 +184,30 @@ def test_first_run_starts_at_batch_one(spark: Any, dbt: Any) -> None:
     assert list(row.asDict()) == ["shard_id", "ulid", "region", "order_id", "v", "changefeed_batch"]
 
 
+@pytest.mark.parametrize(
+    ("shard", "hint", "message"),
+    [
+        ("cast(null as int)", "123", "the shard expression gave null for a row"),
+        ("0", "cast(null as bigint)", "the time_hint must be epoch milliseconds .* got null"),
+        ("0", "-1", "the time_hint must be epoch milliseconds .* got -1"),
+        ("0", str(2**48), "the time_hint must be epoch milliseconds"),
+    ],
+)
+def test_rows_that_cannot_be_placed_fail_the_run(
+    spark: Any, dbt: Any, shard: str, hint: str, message: str
+) -> None:
+    """Never a dropped row or a malformed ULID: the statement fails."""
+    spark.createDataFrame([(0, 5, "x")], "region int, order_id bigint, v string") \
+        .createOrReplaceTempView("cf_unit_bad")  # fmt: skip
+    sql = dbt.render(
+        "{{ changefeed._spark_publish_sql('select * from cf_unit_bad', "
+        "['region', 'order_id', 'v'], ['order_id'], '" + shard + "', '" + hint + "', 'a', none) }}",
+        "spark",
+    )
+    with pytest.raises(Exception, match=message):
+        spark.sql(sql).collect()
+
+
 # -- config validation ------------------------------------------------------------------
 
 INC = "materialized='incremental', "

@@ -46,6 +46,7 @@ changefeed_state as (
         heads.head,
         cast(conv(hex(substring(heads.head, 1, 6)), 16, 10) as bigint) as head_ms,
         shiftleft(shiftright(cast(conv(hex(substring(heads.head, 9, 8)), 16, -10) as bigint), 36), 36) as last_block_start,
+        cast({{ time_hint }} as bigint) as hint,
         {{ changefeed._spark_next_batch_sql(head_relation) }} as batch
     from (select distinct changefeed_shard from changefeed_rows) as shards
     left join changefeed_heads as heads on heads.shard_id = shards.changefeed_shard
@@ -56,7 +57,7 @@ changefeed_state as (
 changefeed_clock as (
     select
         *,
-        greatest(cast({{ time_hint }} as bigint), head_ms) as t,
+        case when hint is not null then greatest(hint, head_ms) end as t,
         case when last_block_start >= 0 then last_block_start <= 9223371899415822336L
              else last_block_start <= -137438953472L end as has_room
     from changefeed_state
@@ -82,6 +83,7 @@ changefeed_blocks as (
     select
         shard_id,
         batch,
+        block_ms,
         case when continues then substring(head, 1, 8)
              else concat(unhex(lpad(hex(block_ms), 12, '0')), unhex(substring(seed, 1, 4))) end as ulid_high,
         case when continues then last_block_start + 68719476736L
@@ -91,19 +93,25 @@ changefeed_blocks as (
     from changefeed_seeded
 )
 
--- 5. row i of a shard gets ulid_high || int8(block_start + i)
+-- 5. row i of a shard gets ulid_high || int8(block_start + i); a row the rules cannot
+--    place fails the run instead of being dropped or getting a wrong ULID
 select
-    blocks.shard_id,
-    case when rows.changefeed_offset < 68719476736L
-         then concat(blocks.ulid_high, unhex(lpad(hex(blocks.block_start + rows.changefeed_offset), 16, '0')))
-         else raise_error('changefeed: more than 2^36 rows for one shard in one run of {{ feed_id }}')
+    rows.changefeed_shard as shard_id,
+    case
+        when rows.changefeed_shard is null
+            then raise_error('changefeed: publish_feed of {{ feed_id }}: the shard expression gave null for a row')
+        when blocks.block_ms is null or blocks.block_ms < 0 or blocks.block_ms >= 281474976710656L
+            then raise_error(concat('changefeed: publish_feed of {{ feed_id }}: the time_hint must be epoch milliseconds in [0, 2^48); got ', coalesce(cast(blocks.block_ms as string), 'null')))
+        when rows.changefeed_offset >= 68719476736L
+            then raise_error('changefeed: publish_feed of {{ feed_id }}: more than 2^36 rows for one shard in one run')
+        else concat(blocks.ulid_high, unhex(lpad(hex(blocks.block_start + rows.changefeed_offset), 16, '0')))
     end as ulid,
 {%- for column in columns %}
     rows.{{ adapter.quote(column) }},
 {%- endfor %}
-    blocks.batch as changefeed_batch
+    coalesce(blocks.batch, {{ changefeed._spark_next_batch_sql(head_relation) }}) as changefeed_batch
 from changefeed_rows as rows
-join changefeed_blocks as blocks on blocks.shard_id = rows.changefeed_shard
+left join changefeed_blocks as blocks on blocks.shard_id = rows.changefeed_shard
 {% endmacro %}
 
 

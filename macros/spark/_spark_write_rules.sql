@@ -95,3 +95,9 @@
   {%- endif -%}
   {%- do changefeed._spark_clear_orphan_location(relation) -%}
 {% endmacro %}
+
+
+{#- True while dbt renders a model for a unit test (the model's own table is not built). -#}
+{% macro _spark_in_unit_test() %}
+  {{ return(model.resource_type == 'unit_test' or config.get('materialized') == 'unit') }}
+{% endmacro %}
