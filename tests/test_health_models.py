@@ -56,6 +56,7 @@ def heads(rows: list[dict[str, Any]]) -> dict[int, str]:
     return out
 
 
+@pytest.mark.slow
 def test_feed_health_per_feed_and_shard(health: dict[str, Any]) -> None:
     rows = {(r["feed"], r["shard_id"]): r for r in table(health, "changefeed_feed_health")}
     landed = [r for n in (1, 2, 3) for r in landed_rows(n)]
@@ -80,6 +81,7 @@ def test_feed_health_per_feed_and_shard(health: dict[str, Any]) -> None:
             assert (row["events"], row["batches"], row["last_batch"]) == (events, batches, batches)
 
 
+@pytest.mark.slow
 def test_consumer_health_cursor_and_lag(health: dict[str, Any]) -> None:
     rows = {(r["consumer"], r["shard_id"]): r for r in table(health, "changefeed_consumer_health")}
     assert {c for c, _ in rows} == {CONSUMER, SHORT, PUB_CONSUMER}, "the publisher is no consumer"

@@ -220,12 +220,14 @@ def expected_consumer(batches: tuple[int, ...], keep: Any = None) -> Counter[tup
     return out
 
 
+@pytest.mark.slow
 def test_uninterrupted_consumers_read_every_event_once(scenario: dict[str, Any]) -> None:
     base = scenario["dumps"]["base"]
     assert rows(base, BASE, CONSUMER) == expected_consumer((1, 2))
     assert rows(base, BASE, SHORT) == expected_consumer((1, 2), keep=lambda s: s != "cancelled")
 
 
+@pytest.mark.slow
 def test_first_run_killed_mid_write_then_rerun(scenario: dict[str, Any]) -> None:
     result = scenario["results"]["k1"]
     assert result.failure() is None, result.failure()
@@ -237,6 +239,7 @@ def test_first_run_killed_mid_write_then_rerun(scenario: dict[str, Any]) -> None
     assert rows(final, KILL, CONSUMER) == rows(scenario["dumps"]["base"], BASE, CONSUMER)
 
 
+@pytest.mark.slow
 def test_incremental_run_killed_mid_write_then_rerun(scenario: dict[str, Any]) -> None:
     result = scenario["results"]["k2"]
     assert result.failure() is None, result.failure()
@@ -252,6 +255,7 @@ def test_incremental_run_killed_mid_write_then_rerun(scenario: dict[str, Any]) -
     assert rows(scenario["dumps"]["final"], KILL, CONSUMER) == expected_consumer((1, 2))
 
 
+@pytest.mark.slow
 def test_unregistered_partition_directory_is_invisible_and_replaced(
     scenario: dict[str, Any],
 ) -> None:
@@ -263,6 +267,7 @@ def test_unregistered_partition_directory_is_invisible_and_replaced(
     assert len(final) == sum(final.values()), "no duplicates"
 
 
+@pytest.mark.slow
 def test_full_refresh_rebuilds_from_the_start(scenario: dict[str, Any]) -> None:
     before = rows(scenario["dumps"]["health"], BASE, CONSUMER)
     assert {r[-1] for r in before} == {1, 2, 3}
@@ -271,6 +276,7 @@ def test_full_refresh_rebuilds_from_the_start(scenario: dict[str, Any]) -> None:
     assert Counter(r[:-1] for r in rebuilt.elements()) == Counter(r[:-1] for r in before.elements())
 
 
+@pytest.mark.slow
 def test_compiled_sql_shows_the_window(scenario: dict[str, Any]) -> None:
     target = scenario["workdir"] / f"target-{KILL}"
     model = Path("changefeed_integration_tests", "models", "spark", f"{CONSUMER}.sql")
@@ -283,6 +289,7 @@ def test_compiled_sql_shows_the_window(scenario: dict[str, Any]) -> None:
     assert "insert overwrite table cf_kill.cf_orders_consumer" in statement
 
 
+@pytest.mark.slow
 def test_dbt_unit_test_overrides_the_cursor_and_safe_point(scenario: dict[str, Any]) -> None:
     """integration_tests/models/spark/cf_spark_unit_tests.yml, run in the baseline."""
     steps = scenario["results"]["k1"].steps

@@ -337,6 +337,7 @@ def rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[Any, ..
     return Counter(tuple(r) for r in data["rows"])
 
 
+@pytest.mark.slow
 def test_publishing_run_killed_mid_write_exposes_nothing(scenario: dict[str, Any]) -> None:
     result = scenario["results"]["p1"]
     assert result.failure() is None, result.failure()
@@ -347,6 +348,7 @@ def test_publishing_run_killed_mid_write_exposes_nothing(scenario: dict[str, Any
     assert Counter(tuple(r) for r in after["rows"]) == base1
 
 
+@pytest.mark.slow
 def test_rerun_publishes_exactly_what_an_uninterrupted_run_publishes(
     scenario: dict[str, Any],
 ) -> None:
@@ -358,6 +360,7 @@ def test_rerun_publishes_exactly_what_an_uninterrupted_run_publishes(
         assert got == want, f"{table}: {sorted(got - want)} extra, {sorted(want - got)} missing"
 
 
+@pytest.mark.slow
 def test_published_feed_order_and_time(scenario: dict[str, Any]) -> None:
     data = scenario["dumps"]["base"][f"{BASE}.{PUBLISHED}"]
     cols = data["columns"]
@@ -376,6 +379,7 @@ def test_published_feed_order_and_time(scenario: dict[str, Any]) -> None:
     assert {e["shard_id"] for e in events} == {0, 1}, "shard = the model's region"
 
 
+@pytest.mark.slow
 def test_downstream_consumer_reads_the_published_feed(scenario: dict[str, Any]) -> None:
     pub = scenario["dumps"]["base"][f"{BASE}.{PUBLISHED}"]
     con = scenario["dumps"]["base"][f"{BASE}.{PUB_CONSUMER}"]
@@ -386,4 +390,3 @@ def test_downstream_consumer_reads_the_published_feed(scenario: dict[str, Any]) 
     got = Counter((r[cx["shard_id"]], r[cx["ulid"]], r[cx["order_id"]], r[cx["changefeed_batch"]])
                   for r in con["rows"])  # fmt: skip
     assert got == want, "one consumer batch per publishing run, every event once"
-
