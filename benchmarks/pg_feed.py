@@ -594,11 +594,12 @@ def render(
         "",
         "Where the time goes:",
         "",
-        f"- Outbox: the outbox row costs the server about as much as the source row, but "
-        f"the client sends it as a second statement, one more round trip per transaction "
-        f"on saturated cores. Written in the same statement as the source row "
-        f"(*outbox-cte*) the overhead is {cte.ratio:.2f}x: the round trip, not the "
-        f"protocol, is the cost.",
+        f"- Outbox: the outbox row is one more small insert (its sequence default, two "
+        f"index entries), but the client sends it as a second statement: one more round "
+        f"trip per transaction on saturated cores, which shows most in the async rows. "
+        f"Written in the same statement as the source row (*outbox-cte*) the overhead is "
+        f"{cte.ratio:.2f}x: the round trip, not the protocol, is the cost. On this shared "
+        f"machine the ratios move by about 0.2 from run to run.",
         f"- Blocking, one shard: a shard's writes are serialised end to end. Each write's "
         f"block is computed from the state row its predecessor committed, so the next "
         f"lock call waits for that commit (its WAL flush included), and the lock call "
