@@ -783,7 +783,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "531de2b39c2d"), ("docs/sqlserver.md", "4738432cbe6d"),
     ("docs/sqlserver.md", "8e9b5e983961"),
     ("docs/sqlserver.md", "202497d8a7cc"), ("docs/sqlserver.md", "bfb159a19ddb"),
-    ("docs/sqlserver.md", "a92514c00fa2"),
+    ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
 ]  # fmt: skip
 PROTOCOL_YAML = ("docs/protocol.md", "7570f0de0979")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")
@@ -816,9 +816,6 @@ UNTESTABLE.update({
     ("docs/protocol.md", "cb9ddc954696"): "a template with <feed>, <keys> and (...)",
     ("docs/protocol.md", "1a4abaa10fe6"): "definitions in notation (||, least over ...)",
     ("docs/protocol.md", "a4ccaea05957"): "pseudo-code of the barrier loop",
-    ("docs/sqlserver.md", "c17c86187df4"): "T-SQL that does not parse: `select cursor from "
-    "my.consumer_state` uses the reserved word CURSOR as a column name (SQL Server needs "
-    "[cursor]); sqlfluff's tsql dialect rejects it too",
     ("docs/spark.md", "9dad949b250e"): "a dbt unit test with `rows: [...]` placeholders",
     ("docs/protocol.md", "b49c815515f9"): "a template with <schema>, <table> and L "
     "(the landing and feed_batch run the real statements; tests/test_spark_* kill tests)",

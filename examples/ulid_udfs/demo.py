@@ -1,5 +1,5 @@
-"""A small tour of the ULID UDFs on a local Spark session (`make demo` until the
-end-to-end shop example lands).
+"""A small tour of the ULID UDFs on a local Spark session (`make demo` runs the end-to-end
+shop pipeline; this is the UDF-only example).
 
 Run: .venv/bin/python examples/ulid_udfs/demo.py
 """
