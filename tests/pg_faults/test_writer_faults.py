@@ -37,8 +37,8 @@ PROBE_MS = 20
 # B3 slack, measured from the waiting client: the burn is one short transaction (two
 # updates and an insert) and the retry takes the new lock name at once, a few ms on an
 # idle machine. Observed: 607-623 ms for stall 600 + probe 20 at load average 5-10 on 2
-# shared cores; the rest of the 400 ms covers scheduling stalls of the client thread and
-# the backend when parallel jobs saturate the cores (we have seen ~150 ms).
+# shared cores. The rest of the 400 ms is a margin (not a measurement) for scheduling
+# stalls of the client thread and the backend when parallel jobs saturate the cores.
 SLACK_MS = 400
 
 
