@@ -72,20 +72,21 @@ def test_feed_statements_render_without_a_database_round_trip(dbt: Any) -> None:
     )
     for kind in ["state", "feed", "session", "incident"]:
         assert f'create table "changefeed"."{kind}:cf_render.t"' in blocking
-    assert 'create procedure "changefeed"."lock:cf_render.t"' in blocking
-    assert 'create function "changefeed"."ulid:cf_render.t"(v bigint)' in blocking
+    assert 'create or replace procedure "changefeed"."lock:cf_render.t"' in blocking
+    assert 'create or replace function "changefeed"."ulid:cf_render.t"(v bigint)' in blocking
     assert "outbox:cf_render.t" not in blocking
     assert 'create table "changefeed"."outbox:cf_render.t"' in outbox
-    assert 'create procedure "changefeed"."move_outbox:cf_render.t"' in outbox
+    assert 'create or replace procedure "changefeed"."move_outbox:cf_render.t"' in outbox
     assert "lock:cf_render.t" not in outbox.replace("lock_try:cf_render.t", "")
     # Every SECURITY DEFINER routine pins its search_path; every routine loses public's execute.
     for text in (blocking, outbox):
         for statement in text.split("\n;;\n"):
             if "security definer" in statement:
                 assert "set search_path = pg_catalog, pg_temp" in statement
-        assert text.count("create function") + text.count("create procedure") == text.count(
-            "from public"
+        routines = text.count("create or replace function") + text.count(
+            "create or replace procedure"
         )
+        assert routines > 0 and routines == text.count("from public")
 
 
 def test_reserved_key_column_names_fail_clearly(dbt: Any) -> None:
@@ -151,7 +152,16 @@ def test_changing_the_mode_or_the_key_fails_and_names_the_remedy(
     assert registry_row(admin, "cf_conflict.orders")["mode"] == "blocking"  # type: ignore[index]
 
 
-def test_changed_options_recreate_the_routines_and_keep_the_data(
+def _catalog_versions(admin: psycopg.Connection[Any], oids: dict[str, int]) -> dict[str, str]:
+    """pg_proc's row version (xmin) of each routine: it changes when a routine is replaced."""
+    rows = admin.execute(
+        "select oid, xmin::text from pg_proc where oid = any(%s)", (list(oids.values()),)
+    ).fetchall()
+    by_oid = dict(rows)
+    return {kind: by_oid[oid] for kind, oid in oids.items() if oid in by_oid}
+
+
+def test_changed_options_replace_the_routines_in_place_and_keep_the_data(
     dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
 ) -> None:
     create_table(admin, "cf_options", "orders", "order_id bigint primary key")
@@ -169,7 +179,9 @@ def test_changed_options_recreate_the_routines_and_keep_the_data(
     assert row is not None and row["options"]["stall_timeout_ms"] == 800
     after = object_oids(admin, names)
     assert after["feed"] == before["feed"] and after["state"] == before["state"]
-    assert after["lock_wait"] != before["lock_wait"]
+    # Replaced in place (create or replace): same identity, so calls running during the
+    # change finish instead of failing with "cache lookup failed for function".
+    assert after["lock_wait"] == before["lock_wait"]
     body = admin.execute(
         "select prosrc from pg_proc where oid = %s", (after["lock_wait"],)
     ).fetchone()
@@ -177,7 +189,7 @@ def test_changed_options_recreate_the_routines_and_keep_the_data(
     assert admin.execute(f"select count(*) from {q(names['feed'])}").fetchone() == (1,)
 
 
-def test_upgrade_recreates_routines_and_an_old_protocol_version_asks_for_it(
+def test_upgrade_replaces_routines_and_an_old_protocol_version_asks_for_it(
     dbt: Any, admin: psycopg.Connection[Any]
 ) -> None:
     create_table(admin, "cf_upgrade", "orders", "order_id bigint primary key")
@@ -195,9 +207,11 @@ def test_upgrade_recreates_routines_and_an_old_protocol_version_asks_for_it(
     ):
         setup_feed(dbt, "cf_upgrade", "orders", "blocking")
     before = object_oids(admin, names)
+    versions = _catalog_versions(admin, before)
     upgrade_feed(dbt, "cf_upgrade", "orders", "blocking")
     after = object_oids(admin, names)
-    assert after["read_feed"] != before["read_feed"] and after["feed"] == before["feed"]
+    assert after == before  # same identities: in-flight calls survive an upgrade
+    assert _catalog_versions(admin, after)["read_feed"] != versions["read_feed"]  # rewritten
     assert registry_row(admin, "cf_upgrade.orders")["protocol_version"] == 1  # type: ignore[index]
     assert "nothing to do" in setup_feed(dbt, "cf_upgrade", "orders", "blocking")[0]
     with pytest.raises(DbtError, match="registered with mode blocking"):

@@ -1,4 +1,4 @@
-{#- drop statements for the feed's functions and procedures (upgrade and teardown). With
+{#- drop statements for the feed's functions and procedures (teardown). With
     mode none, every kind is dropped if it exists. -#}
 {% macro _postgres_drop_routine_statements(ctx) %}
   {%- set statements = [] -%}

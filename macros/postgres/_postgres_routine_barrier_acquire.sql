@@ -9,7 +9,7 @@ select sp.head as "position",
        {% if ctx['mode'] == 'outbox' %}(select s.last_value from {{ q['sequence'] }} as s){% else %}null::bigint{% endif %} as outbox_sequence
   from {{ q['safe_point'] }}($1) as sp
   {%- endset -%}
-  {{ return('create function ' ~ q['barrier_acquire'] ~ '(p_shard_id integer)
+  {{ return('create or replace function ' ~ q['barrier_acquire'] ~ '(p_shard_id integer)
 returns table ("position" bytea, outbox_sequence bigint)
 language sql volatile
 security definer

@@ -10,7 +10,7 @@ select (select sp.safe_point from {{ q['safe_point'] }}($1) as sp) >= $2
                     where o.shard_id = $1 and o.order_sequence <= $3)
 {%- endif %}
   {%- endset -%}
-  {{ return('create function ' ~ q['barrier_check'] ~ '(p_shard_id integer, p_position bytea, p_outbox_sequence bigint default null)
+  {{ return('create or replace function ' ~ q['barrier_check'] ~ '(p_shard_id integer, p_position bytea, p_outbox_sequence bigint default null)
 returns boolean
 language sql stable
 security definer

@@ -48,7 +48,7 @@ begin
   commit;
 end
   {%- endset -%}
-  {{ return('create procedure ' ~ q['lock'] ~ '(
+  {{ return('create or replace procedure ' ~ q['lock'] ~ '(
   p_shard_id integer,
   p_time_hint timestamptz default null,
   inout write_id bigint default null,

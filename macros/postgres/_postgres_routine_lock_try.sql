@@ -50,7 +50,7 @@ begin
   end;
 end
   {%- endset -%}
-  {{ return('create function ' ~ ctx['q']['lock_try']
+  {{ return('create or replace function ' ~ ctx['q']['lock_try']
       ~ '(p_key bigint, p_wait_ms integer, p_xact boolean default false)
 returns boolean
 language plpgsql volatile

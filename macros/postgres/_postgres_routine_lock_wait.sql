@@ -200,7 +200,7 @@ begin
   end loop;
 end
   {%- endset -%}
-  {{ return('create function ' ~ q['lock_wait'] ~ '(p_shard_id integer, p_time_hint timestamptz)
+  {{ return('create or replace function ' ~ q['lock_wait'] ~ '(p_shard_id integer, p_time_hint timestamptz)
 returns table (o_write_id bigint, o_ulid_high bytea, o_ulid_low bigint)
 language plpgsql volatile
 security definer

@@ -120,7 +120,7 @@ begin
   moved := v_inserted;
 end
   {%- endset -%}
-  {{ return('create procedure ' ~ q['move_outbox'] ~ '(p_shard_id integer, p_max_rows integer default 10000, inout moved bigint default null)
+  {{ return('create or replace procedure ' ~ q['move_outbox'] ~ '(p_shard_id integer, p_max_rows integer default 10000, inout moved bigint default null)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp

@@ -58,7 +58,7 @@ begin
 end
   {%- endset -%}
   {%- set header -%}
-create function {{ q['read_feed'] }}(
+create or replace function {{ q['read_feed'] }}(
   p_shard_id integer,
   p_cursor bytea default pg_catalog.decode('00000000000000000000000000000000', 'hex'),
   p_page_size integer default 1000)

@@ -31,7 +31,7 @@ begin
   return true;
 end
   {%- endset -%}
-  {{ return('create function ' ~ q['release'] ~ '()
+  {{ return('create or replace function ' ~ q['release'] ~ '()
 returns boolean
 language plpgsql volatile
 security definer

@@ -23,7 +23,7 @@ select least(h.head, p.first_pending) as safe_point, h.head, p.pending
                   join {{ q['state'] }} as st on st.shard_id = se.shard_id and st.generation = se.generation
                  where se.shard_id = $1 and se.state = 0) as pending) as p
   {%- endset -%}
-  {{ return('create function ' ~ q['safe_point'] ~ '(p_shard_id integer)
+  {{ return('create or replace function ' ~ q['safe_point'] ~ '(p_shard_id integer)
 returns table (safe_point bytea, head bytea, pending integer)
 language sql stable
 security definer

@@ -33,7 +33,7 @@ begin
   return true;
 end
   {%- endset -%}
-  {{ return('create function ' ~ q['tombstone'] ~ '(p_shard_id integer, p_session_id integer, p_write_id bigint)
+  {{ return('create or replace function ' ~ q['tombstone'] ~ '(p_shard_id integer, p_session_id integer, p_write_id bigint)
 returns boolean
 language plpgsql volatile
 security definer

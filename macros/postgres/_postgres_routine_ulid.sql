@@ -25,7 +25,7 @@ begin
   return pg_catalog.decode(a[3], 'hex') || pg_catalog.int8send(a[2]::bigint + i);
 end
   {%- endset -%}
-  {{ return('create function ' ~ ctx['q']['ulid'] ~ '(v bigint)
+  {{ return('create or replace function ' ~ ctx['q']['ulid'] ~ '(v bigint)
 returns bytea
 language plpgsql volatile
 as ' ~ changefeed._postgres_dollar_quote(body)) }}

@@ -65,7 +65,7 @@ begin
   perform pg_catalog.set_config({{ ctx['lit_guc'] }}, '', false);
 end
   {%- endset -%}
-  {{ return('create function ' ~ q['update_state'] ~ '()
+  {{ return('create or replace function ' ~ q['update_state'] ~ '()
 returns void
 language plpgsql volatile
 security definer

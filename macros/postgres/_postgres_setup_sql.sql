@@ -43,9 +43,10 @@ begin
     if r.options = {{ lit(tojson(options)) }}::jsonb then
       return;  -- set up meanwhile by a concurrent setup with the same config
     end if;
-    -- Only the options changed: re-create the routines, which embed them.
-{{ changefeed._postgres_execute_all(changefeed._postgres_drop_routine_statements(ctx)
-     + changefeed._postgres_routine_statements(ctx)
+    -- Only the options changed: replace the routines, which embed them. `create or replace`
+    -- keeps each routine's identity, so a call already running (a writer waiting in lock)
+    -- finishes on the old body instead of failing with "cache lookup failed".
+{{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
     update {{ registry }} as f
        set options = {{ lit(tojson(options)) }}::jsonb, names = {{ lit(tojson(ctx['n'])) }}::jsonb,

@@ -28,8 +28,10 @@ begin
     raise exception using errcode = 'CF008',
       message = 'changefeed: the feed ' || {{ ctx['lit_feed'] }} || ' changed while it was being upgraded; run upgrade_feed again';
   end if;
-{{ changefeed._postgres_execute_all(changefeed._postgres_drop_routine_statements(ctx)
-     + changefeed._postgres_routine_statements(ctx)
+{#- `create or replace` (not drop + create): calls running during the upgrade finish on the
+    old body. A future protocol version that changes a routine's signature must drop that
+    routine explicitly here. -#}
+{{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
   update {{ registry }} as f
      set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,

@@ -83,14 +83,6 @@ def test_setup_again_under_load(
     assert kit.incidents(admin) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: changed options (and upgrade_feed) drop and re-create the routines, so a "
-    "call already running the old lock/move_outbox fails at its end with XX000 'cache lookup "
-    "failed for function'; for lock that is after it committed the write, and the client does "
-    "not release after a failed lock call, so the connection stays 'write in progress' (CF006 "
-    "forever) holding the shard lock until another writer burns it",
-)
 @pytest.mark.parametrize("mode", ["blocking", "outbox"])
 def test_option_change_while_a_call_waits(
     make_feed: MakeFeed,

@@ -231,7 +231,17 @@ class PostgresFeed:
         previous_autocommit = conn.autocommit
         conn.autocommit = True
         try:
-            rows = run(conn, f"call {info.q('lock')}(%s, %s)", (shard, time_hint))
+            try:
+                rows = run(conn, f"call {info.q('lock')}(%s, %s)", (shard, time_hint))
+            except BaseException as exc:
+                # The lock call may fail after it committed the write (e.g. its routine was
+                # replaced mid-call): release, or the connection keeps the shard lock and
+                # every later write() on it fails with CF006.
+                self._abort(conn, info)
+                translated = translate(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
             write_id, ulid_high, block_start = rows[0]
             conn.autocommit = False
             handle = Write(
