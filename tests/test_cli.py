@@ -236,6 +236,19 @@ def test_missing_java_is_named_with_the_fix(shop_uri: str, tmp_path: Path) -> No
     assert "Traceback" not in result.stderr
 
 
+def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "changefeed.cli", "land", "--connection", shop_uri,
+         "--feed", "shop.orders", "--table", "landing.orders", "--warehouse",
+         str(tmp_path / "wh")],
+        env=_without_java_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "changefeed land: Java was not found" in result.stderr
+    assert "JAVA_HOME" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_the_script_entry_point(shop_uri: str) -> None:
     """The installed ``changefeed`` script (pyproject [project.scripts])."""
     script = Path(sys.executable).with_name("changefeed")

@@ -115,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = source_options(args)
         spark = spark_session(args)
-    except ChangefeedSourceError as exc:
+    except (ChangefeedSourceError, RuntimeError) as exc:
+        # RuntimeError: local_spark_session's missing-Java message, or PySpark's own
+        # start-up failure; either way the cause, not a traceback.
         print(f"changefeed land: {exc}", file=sys.stderr)
         return 1
     stop = threading.Event()
