@@ -77,6 +77,16 @@ def test_relation_accepts_strings_mappings_and_dotted_names(dbt: Any) -> None:
     assert rendered[2].endswith('"my.schema"."or.ders"')
 
 
+def test_relation_objects_pass_through_unchanged(dbt: Any) -> None:
+    # A model's `this`: must not be re-parsed (dbt Relations also pass `is mapping`).
+    rendered = dbt.render(
+        "{{ changefeed._feed_relation(api.Relation.create(database='d', schema='s.x',"
+        " identifier='t.y')) }}",
+        "postgres",
+    )
+    assert rendered == '"d"."s.x"."t.y"'
+
+
 @pytest.mark.parametrize("relation", ["'orders'", "'a.b.c.d'", "'a..b'", "{'schema': 'x'}", "42"])
 def test_relation_rejects_what_it_cannot_resolve(dbt: Any, relation: str) -> None:
     with pytest.raises(DbtError, match="changefeed: relation"):

@@ -4,7 +4,11 @@
   or a mapping {database?, schema, table} for names that themselves contain dots.
 -#}
 {% macro _feed_relation(relation) %}
-  {%- if relation is mapping -%}
+  {#- A Relation first: dbt's Relation objects also pass `is mapping`. -#}
+  {%- if relation is not none and relation is not string and relation.render is defined
+        and relation.identifier is defined and relation.schema is defined -%}
+    {{ return(relation) }}
+  {%- elif relation is mapping -%}
     {%- if not relation.get('schema') or not relation.get('table') -%}
       {{ exceptions.raise_compiler_error(
           "changefeed: relation as a mapping needs 'schema' and 'table' (and optionally 'database'); got: "
@@ -25,8 +29,6 @@
           "changefeed: relation '" ~ relation ~ "' must be written schema.table or database.schema.table;"
           ~ " for names containing dots pass {schema: ..., table: ...}") }}
     {%- endif -%}
-  {%- elif relation is not none and relation.identifier is defined and relation.schema is defined -%}
-    {{ return(relation) }}
   {%- else -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: relation must be a Relation, 'schema.table' or {schema, table}; got: " ~ relation) }}
