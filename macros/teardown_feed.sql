@@ -14,10 +14,10 @@
 
 {% macro postgres__teardown_feed(relation) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {{ return(changefeed._postgres_teardown_feed(changefeed._feed_teardown_spec(relation))) }}
+  {{ return(changefeed._postgres_teardown_feed(changefeed._feed_identity(changefeed._feed_relation(relation)))) }}
 {% endmacro %}
 
 {% macro sqlserver__teardown_feed(relation) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {{ return(changefeed._sqlserver_teardown_feed(changefeed._feed_teardown_spec(relation))) }}
+  {{ return(changefeed._sqlserver_teardown_feed(changefeed._feed_identity(changefeed._feed_relation(relation)))) }}
 {% endmacro %}

@@ -15,24 +15,6 @@
 {% endmacro %}
 
 
-{#- teardown needs only the names, which derive from the relation: mode and keys are none. -#}
-{% macro _feed_teardown_spec(relation) %}
-  {%- set source = changefeed._feed_relation(relation) -%}
-  {{ return({
-      'feed_id': source.schema ~ '.' ~ source.identifier,
-      'database': source.database,
-      'source_schema': source.schema,
-      'source_table': source.identifier,
-      'source_relation': source.render(),
-      'schema': var('changefeed_schema', 'changefeed'),
-      'mode': none,
-      'keys': none,
-      'block_bits': 36,
-      'protocol_version': changefeed._feed_protocol_version(),
-  }) }}
-{% endmacro %}
-
-
 {% macro _feed_unsupported_adapter(operation) %}
   {{ exceptions.raise_compiler_error(
       "changefeed." ~ operation ~ " does not support the '" ~ adapter.type() ~ "' adapter;"

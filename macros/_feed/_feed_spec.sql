@@ -8,6 +8,19 @@
     {{ exceptions.raise_compiler_error(
         "changefeed: the feed of " ~ relation ~ " has no key columns; set key: [column, ...]") }}
   {%- endif -%}
+  {%- set spec = changefeed._feed_identity(relation) -%}
+  {%- do spec.update({
+      'mode': options['mode'],
+      'keys': keys,
+      'stall_timeout_ms': options['stall_timeout_ms'],
+      'lock_probe_ms': options['lock_probe_ms'],
+  }) -%}
+  {{ return(spec) }}
+{% endmacro %}
+
+
+{#- What names a feed and its objects, without mode or keys (all that teardown needs). -#}
+{% macro _feed_identity(relation) %}
   {{ return({
       'feed_id': relation.schema ~ '.' ~ relation.identifier,
       'database': relation.database,
@@ -15,10 +28,8 @@
       'source_table': relation.identifier,
       'source_relation': relation.render(),
       'schema': var('changefeed_schema', 'changefeed'),
-      'mode': options['mode'],
-      'keys': keys,
-      'stall_timeout_ms': options['stall_timeout_ms'],
-      'lock_probe_ms': options['lock_probe_ms'],
+      'mode': none,
+      'keys': none,
       'block_bits': 36,
       'protocol_version': changefeed._feed_protocol_version(),
   }) }}
