@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _perfdoc import write_section
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "performance.md"
 BEGIN = "<!-- BEGIN pg-feeds (written by benchmarks/pg_feed.py) -->"
@@ -465,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(section)
     if not args.no_write:
-        write_section(section)
+        write_section(DOC, BEGIN, END, section)
         print(f"\nwritten to {DOC.relative_to(REPO)}")
     conn.close()
     bench.admin.close()
@@ -615,16 +617,6 @@ def render(
     ]
     return "\n".join(lines), missed
 
-
-def write_section(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(text)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _perfdoc import write_section
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/dbtkit.py runs the dbt macros in-process
 
@@ -218,20 +220,10 @@ def main() -> int:
     section = "\n".join(lines)
     print("\n" + section)
     if args.write_docs:
-        write_docs(section)
+        write_section(DOC, BEGIN, END, section)
     spark.stop()
     return 0
 
-
-def write_docs(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(text)
 
 
 if __name__ == "__main__":

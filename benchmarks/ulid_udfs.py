@@ -45,6 +45,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from _perfdoc import write_section
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/dbtkit.py renders the macros
 
@@ -264,16 +266,6 @@ def table(all_cases: list[Case], n: int) -> tuple[str, list[str]]:
     return "\n".join(lines), verdicts
 
 
-def write_docs(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    DOC.write_text(text)
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -330,7 +322,7 @@ def main() -> int:
     )
     print(section)
     if args.write_docs:
-        write_docs(section)
+        write_section(DOC, BEGIN, END, section)
         print(f"\nwritten to {DOC.relative_to(REPO)}", file=sys.stderr)
     spark.stop()
     return 1 if args.check and any("MISSES" in v for v in verdicts) else 0
