@@ -231,30 +231,23 @@ class PostgresFeed:
         previous_autocommit = conn.autocommit
         conn.autocommit = True
         try:
+            # Everything from the lock call on is covered: the lock call may fail after it
+            # committed the write (e.g. its routine was replaced mid-call), and without a
+            # release the connection keeps the shard lock and every later write() fails CF006.
             try:
                 rows = run(conn, f"call {info.q('lock')}(%s, %s)", (shard, time_hint))
-            except BaseException as exc:
-                # The lock call may fail after it committed the write (e.g. its routine was
-                # replaced mid-call): release, or the connection keeps the shard lock and
-                # every later write() on it fails with CF006.
-                self._abort(conn, info)
-                translated = translate(exc)
-                if translated is exc:
-                    raise
-                raise translated from exc
-            write_id, ulid_high, block_start = rows[0]
-            conn.autocommit = False
-            handle = Write(
-                conn=conn,
-                info=info,
-                shard_id=shard,
-                write_id=int(write_id),
-                ulid_high=bytes(ulid_high),
-                block_start=int(block_start),
-                ulid_sql=self.ulid_sql(conn),
-                feed_table=info.q("feed"),
-            )
-            try:
+                write_id, ulid_high, block_start = rows[0]
+                conn.autocommit = False
+                handle = Write(
+                    conn=conn,
+                    info=info,
+                    shard_id=shard,
+                    write_id=int(write_id),
+                    ulid_high=bytes(ulid_high),
+                    block_start=int(block_start),
+                    ulid_sql=self.ulid_sql(conn),
+                    feed_table=info.q("feed"),
+                )
                 yield handle
                 # No parameters: psycopg sends this as one simple query, one round trip.
                 conn.execute(f"select {info.q('update_state')}(); commit", prepare=False)
