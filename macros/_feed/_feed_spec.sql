@@ -38,5 +38,5 @@
 
 {#- Bumped whenever generated procedures change in a way that needs `upgrade_feed`. -#}
 {% macro _feed_protocol_version() %}
-  {{ return(1) }}
+  {{ return(2) }}
 {% endmacro %}

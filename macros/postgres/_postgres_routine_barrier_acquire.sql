@@ -1,13 +1,16 @@
 {#- barrier_acquire:<feed>(shard_id) -> (position, outbox_sequence): protocol section 7.
-    position is the shard's head in this statement's snapshot; outbox_sequence (outbox
-    mode; null in blocking mode) the feed sequence's current value, at or above the
-    order_sequence of every outbox row committed before the call. -#}
+    position is the shard's highest committed ULID in this statement's snapshot (16 zero
+    bytes if none), one backward step of the primary key; not the head, which also covers
+    blocks of writes still in flight, so that a writer that dies would hold the barrier.
+    outbox_sequence (outbox mode; null in blocking mode) is the feed sequence's current
+    value, at or above the order_sequence of every outbox row committed before the call. -#}
 {% macro _postgres_routine_barrier_acquire(ctx) %}
   {%- set q = ctx['q'] -%}
   {%- set body -%}
-select sp.head as "position",
+select coalesce((select f.ulid from {{ q['feed'] }} as f
+                   where f.shard_id = $1 order by f.ulid desc limit 1),
+                 pg_catalog.decode('00000000000000000000000000000000', 'hex')) as "position",
        {% if ctx['mode'] == 'outbox' %}(select s.last_value from {{ q['sequence'] }} as s){% else %}null::bigint{% endif %} as outbox_sequence
-  from {{ q['safe_point'] }}($1) as sp
   {%- endset -%}
   {{ return('create or replace function ' ~ q['barrier_acquire'] ~ '(p_shard_id integer)
 returns table ("position" bytea, outbox_sequence bigint)

@@ -5,26 +5,22 @@
     Acquiring (4.2): a short wait for the lock named by the shard's generation, a progress
     sample, the rest of stall_timeout_ms, then burn if neither the generation nor the
     progress moved. Progress is per shard: the newest write id registered on the shard
-    and its state row, both committed by every lock holder. (The feed sequence is shared
+    and its state row, both committed by every lock call. (The feed sequence is shared
     by all shards, so activity on another shard would hide a dead holder.)
 
     Burning (4.2) marks the holder's pending session abandoned and, compare-and-set on the
-    sampled state row, increments the generation and retires the holder's block, so that
-    same-millisecond writers of the new generation never wait on its uncommitted rows.
+    sampled state row, increments the generation.
 
-    Opening the write (4.3), with the lock held: check the generation, reap other pending
-    sessions of the shard, read the state row FOR SHARE, compute the block (headroom rule
-    included), upsert this session and store the write in the session setting. Any error
-    after the lock was taken releases it. -#}
+    Opening the write (4.3), with the lock held: check the generation, reap the other
+    pending sessions of the shard that are not committing, allocate the block from the
+    state row (headroom rule included) and advance the state row past it, upsert this
+    session and store the write in the session setting. Any error after the lock was
+    taken releases it. -#}
 {% macro _postgres_routine_lock_wait(ctx) %}
   {%- set q = ctx['q'] -%}
   {%- set block = ctx['block'] -%}
   {%- set progress -%}
 (select coalesce(pg_catalog.max(se.write_id), 0) from {{ q['session'] }} as se where se.shard_id = p_shard_id)
-  {%- endset -%}
-  {%- set retire -%}
-case when st.ulid_low = 0 or st.ulid_low > {{ ctx['max_low_start'] }}::bigint then st.ulid_low
-     else st.ulid_low + {{ block }} end
   {%- endset -%}
   {%- set body -%}
 <<cf>>
@@ -98,17 +94,24 @@ begin
            or v_now.ulid_low <> v_sample.ulid_low or ({{ progress }}) <> v_progress then
           continue acquire;  -- a moving queue, not a dead holder
         end if;
-        -- Burn (4.2): the holder's pending session, then the generation with the retired
-        -- block, compare-and-set on the sample (the same lock order as update_state and
-        -- tombstone: sessions, then the state row). A commit or burn since the sample
-        -- cancels it all.
+        -- Burn (4.2): abandon the holder's pending session, then move the generation on,
+        -- compare-and-set on the sample (the same lock order as lock calls and tombstone:
+        -- sessions, then the state row). A lock call or burn since the sample cancels it
+        -- all. SKIP LOCKED passes over a session whose update_state is committing: it has
+        -- released the lock, so it is not the holder.
         begin
-          update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
-           where se.shard_id = p_shard_id and se.state = 0 and se.generation = cf.v_generation
-          returning se.session_id, se.write_id into v_holder;
+          with abandoned as (
+            update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
+             where (se.shard_id, se.session_id) in (
+                     select s2.shard_id, s2.session_id from {{ q['session'] }} as s2
+                      where s2.shard_id = p_shard_id and s2.state = 0 and s2.generation = cf.v_generation
+                      for update skip locked)
+               and se.state = 0
+            returning se.session_id, se.write_id, se.first_ulid)
+          select a.session_id, a.write_id into v_holder
+            from abandoned as a order by a.first_ulid desc limit 1;
           update {{ q['state'] }} as st
-             set generation = st.generation + 1,
-                 ulid_low = {{ retire }}
+             set generation = st.generation + 1
            where st.shard_id = p_shard_id and st.generation = cf.v_generation
              and st.time_ms = cf.v_sample.time_ms and st.ulid_high = cf.v_sample.ulid_high
              and st.ulid_low = cf.v_sample.ulid_low;
@@ -135,13 +138,21 @@ begin
         perform pg_catalog.pg_advisory_unlock(v_key);  -- burned while we waited: take the new name
         continue acquire;
       end if;
-      -- Reap other pending sessions of the shard: while we hold the lock they are dead,
-      -- burned or rolled back (sessions before state: the same lock order everywhere).
+      -- Reap the other pending sessions of the shard: while we hold the lock they are
+      -- dead, burned or rolled back, except one whose update_state is committing right now
+      -- (it released the lock before its COMMIT); SKIP LOCKED leaves that one alone, so
+      -- this call never waits for another write's commit (sessions before state: the same
+      -- lock order everywhere).
       update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
-       where se.shard_id = p_shard_id and se.state = 0 and se.session_id <> pg_catalog.pg_backend_pid();
-      -- FOR SHARE: the previous holder may have run update_state but not yet commit.
+       where (se.shard_id, se.session_id) in (
+               select s2.shard_id, s2.session_id from {{ q['session'] }} as s2
+                where s2.shard_id = p_shard_id and s2.state = 0 and s2.session_id <> pg_catalog.pg_backend_pid()
+                for update skip locked)
+         and se.state = 0;
+      -- Only lock calls (and movers, burns, tombstones) change the state row, each in a
+      -- short transaction of its own, so this waits for no application transaction.
       select st.time_ms, st.ulid_high, st.ulid_low, st.generation into v_state
-        from {{ q['state'] }} as st where st.shard_id = p_shard_id for share;
+        from {{ q['state'] }} as st where st.shard_id = p_shard_id for update;
       if v_state.generation <> v_generation then
         perform pg_catalog.pg_advisory_unlock(v_key);  -- burned while we waited: take the new name
         continue acquire;
@@ -169,6 +180,13 @@ begin
       if v_fresh then
 {{ changefeed._postgres_sql_fresh_block(ctx, 'v_ms', 'v_high', 'v_start', 'v_rand') }}
       end if;
+
+      -- Allocate (section 3): the block is taken from the state row now, committed with
+      -- the pending session, so the next holder allocates above it without waiting for this
+      -- write's COMMIT, and a reader sees the block pending until then (section 6).
+      update {{ q['state'] }} as st
+         set time_ms = cf.v_ms, ulid_high = cf.v_high, ulid_low = cf.v_start + {{ block }}
+       where st.shard_id = p_shard_id;
 
       v_seq := pg_catalog.nextval({{ ctx['lit_sequence'] }}::pg_catalog.regclass);
       insert into {{ q['session'] }} as se

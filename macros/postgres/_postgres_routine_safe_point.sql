@@ -1,10 +1,12 @@
 {#- safe_point:<feed>(shard_id) -> (safe_point, head, pending): protocol section 6, from
     the state row and the session table only (its cost does not grow with the feed).
-    head = ulid_high || int8(ulid_low - 1), the last ULID of the last committed block,
+    head = ulid_high || int8(ulid_low - 1), the last ULID of the last allocated block,
     in signed arithmetic: after a block that ended at -1 the next free start is 0, and
     the head is still that block's last ULID (16 zero bytes for a new shard);
     safe_point = least(head, the ULID below the first ULID of every pending session of
-    the shard's current generation). One statement, so one snapshot. -#}
+    the shard, of any generation: a burned holder's session is abandoned by the burn, and
+    one that is committing keeps its block until it has). One statement, so one
+    snapshot. -#}
 {% macro _postgres_routine_safe_point(ctx) %}
   {%- set q = ctx['q'] -%}
   {%- set body -%}
@@ -15,12 +17,10 @@ select least(h.head, p.first_pending) as safe_point, h.head, p.pending
                  pg_catalog.decode('00000000000000000000000000000000', 'hex')) as head) as h,
        (select (select se.before_ulid
                   from {{ q['session'] }} as se
-                  join {{ q['state'] }} as st on st.shard_id = se.shard_id and st.generation = se.generation
                  where se.shard_id = $1 and se.state = 0
                  order by se.before_ulid limit 1) as first_pending,
                (select pg_catalog.count(*)::integer
                   from {{ q['session'] }} as se
-                  join {{ q['state'] }} as st on st.shard_id = se.shard_id and st.generation = se.generation
                  where se.shard_id = $1 and se.state = 0) as pending) as p
   {%- endset -%}
   {{ return('create or replace function ' ~ q['safe_point'] ~ '(p_shard_id integer)

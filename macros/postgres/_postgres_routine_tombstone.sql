@@ -17,12 +17,10 @@ begin
   if not found then
     return false;
   end if;
-  -- Burn the session's generation and retire its block (protocol 4.2), so that writers of
-  -- the new generation neither wait for the stale holder nor on its uncommitted rows.
+  -- Burn the session's generation (protocol 4.2), so that writers waiting for the stale
+  -- holder's lock name move on to the next name.
   update {{ q['state'] }} as st
-     set generation = st.generation + 1,
-         ulid_low = case when st.ulid_low = 0 or st.ulid_low > {{ ctx['max_low_start'] }}::bigint then st.ulid_low
-                         else st.ulid_low + {{ ctx['block'] }} end
+     set generation = st.generation + 1
    where st.shard_id = p_shard_id and st.generation = cf.v_session.generation;
   insert into {{ q['incident'] }} as i
     (shard_id, generation, detected_at, reason, holder_session_id, holder_write_id, waited_ms)

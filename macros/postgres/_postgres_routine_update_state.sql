@@ -1,7 +1,8 @@
 {#- update_state:<feed>() : protocol 4.4. Called inside the writer's transaction, in the same
-    round trip as its COMMIT: mark the session committed (fails if it was tombstoned or
-    reaped), compare-and-set the state row (fails if the lock was burned or the state
-    moved), advance the sequence, release the lock and clear the write. Everything but the
+    round trip as its COMMIT: mark the session committed, compare-and-set on its pending
+    state (fails if it was burned, tombstoned or reaped), advance the sequence, release the
+    lock and clear the write. The state row is not touched: the lock call allocated the
+    block, so writers of a shard never wait for each other's COMMIT. Everything but the
     lock release is transactional, so a failed COMMIT undoes it and the next lock holder
     reaps the pending session. -#}
 {% macro _postgres_routine_update_state(ctx) %}
@@ -13,8 +14,7 @@ declare
   v_write_id bigint;
   v_shard integer;
   v_generation bigint;
-  v_session record;
-  v_now record;
+  v_now_generation bigint;
 begin
   if v_parts[6] is null then
     raise exception using errcode = 'CF004',
@@ -27,35 +27,18 @@ begin
 
   update {{ q['session'] }} as se set state = 1, finished_at = pg_catalog.clock_timestamp()
    where se.shard_id = cf.v_shard and se.session_id = pg_catalog.pg_backend_pid()
-     and se.write_id = cf.v_write_id and se.state = 0
-  returning se.generation, se.time_ms, se.ulid_high, se.block_start,
-            se.expected_time_ms, se.expected_high, se.expected_low into v_session;
+     and se.write_id = cf.v_write_id and se.state = 0;
   if not found then
+    -- Abandoned: burned after a stall (the generation moved on), tombstoned, or reaped.
+    select st.generation into v_now_generation from {{ q['state'] }} as st where st.shard_id = cf.v_shard;
     raise exception using errcode = 'CF001',
       message = 'changefeed: write ' || v_write_id::text || ' on ' || {{ ctx['lit_feed'] }} || ' shard '
-        || v_shard::text || ' was abandoned (tombstoned by a reader or reaped after a stall); roll back and retry',
-      hint = 'ROLLBACK, call release(), and run the transaction again.';
-  end if;
-
-  update {{ q['state'] }} as st
-     set time_ms = cf.v_session.time_ms, ulid_high = cf.v_session.ulid_high,
-         ulid_low = cf.v_session.block_start + {{ ctx['block'] }}
-   where st.shard_id = cf.v_shard and st.generation = cf.v_session.generation
-     and st.time_ms = cf.v_session.expected_time_ms and st.ulid_high = cf.v_session.expected_high
-     and st.ulid_low = cf.v_session.expected_low;
-  if not found then
-    select st.generation, st.time_ms, st.ulid_low into v_now
-      from {{ q['state'] }} as st where st.shard_id = cf.v_shard;
-    if v_now.generation is distinct from v_session.generation then
-      raise exception using errcode = 'CF002',
-        message = 'changefeed: the lock of ' || {{ ctx['lit_feed'] }} || ' shard ' || v_shard::text
-          || ' was burned after a stall (generation ' || v_session.generation::text || ' -> '
-          || coalesce(v_now.generation::text, 'none') || '); this transaction must roll back',
-        hint = 'ROLLBACK, call release(), and run the transaction again.';
-    end if;
-    raise exception using errcode = 'CF002',
-      message = 'changefeed: the state of ' || {{ ctx['lit_feed'] }} || ' shard ' || v_shard::text
-        || ' moved while write ' || v_write_id::text || ' held its lock; this transaction must roll back',
+        || v_shard::text || ' was abandoned ('
+        || case when v_now_generation is distinct from v_generation
+                then 'its lock was burned after a stall or it was tombstoned: generation '
+                     || v_generation::text || ' -> ' || coalesce(v_now_generation::text, 'none')
+                else 'reaped by the next lock holder, or tombstoned by a reader' end
+        || '); roll back and retry',
       hint = 'ROLLBACK, call release(), and run the transaction again.';
   end if;
 
