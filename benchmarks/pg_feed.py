@@ -602,17 +602,17 @@ def render(
         f"Written in the same statement as the source row (*outbox-cte*) the overhead is "
         f"{cte.ratio:.2f}x: the round trip, not the protocol, is the cost. On this shared "
         f"machine the ratios move by about 0.2 from run to run.",
-        f"- Blocking, one shard: a shard's writes are serialised end to end. Each write's "
-        f"block is computed from the state row its predecessor committed, so the next "
-        f"lock call waits for that commit (its WAL flush included), and the lock call "
-        f"commits the pending session before the application's transaction starts. One "
-        f"write alone takes {durable_write:.2f} ms with a durable commit and "
-        f"{async_write:.2f} ms without the flush: a ceiling of "
-        f"{1000 / durable_write:,.0f}/s and {1000 / async_write:,.0f}/s per shard before "
-        f"any hand-over cost. With 8 writers on 2 shared cores each hand-over also waits "
-        f"for the next waiter's backend and client to be scheduled, so one shard reaches "
-        f"{blocking_one.tps:,.0f}/s; commits of one shard cannot share a WAL flush. "
-        f"Shards scale it ({pick('blocking', str(args.writers)).tps:,.0f}/s with "
+        f"- Blocking, one shard: a writer holds the shard's lock from its lock call to "
+        f"update_state, which releases it just before the COMMIT; the next writer's lock "
+        f"call allocates its block while that COMMIT waits for its WAL flush (protocol "
+        f"4.3), so the commits of one shard share flushes. One write alone takes "
+        f"{durable_write:.2f} ms with a durable commit and {async_write:.2f} ms without "
+        f"the flush; the lock is held for about the latter, a ceiling of "
+        f"{1000 / async_write:,.0f}/s per shard before any hand-over cost. With "
+        f"{args.writers} writers on 2 shared cores each hand-over also waits for the next "
+        f"waiter's backend and client to be scheduled, so one shard reaches "
+        f"{blocking_one.tps:,.0f}/s. Shards scale it "
+        f"({pick('blocking', str(args.writers)).tps:,.0f}/s with "
         f"{args.writers}), and outbox mode does not serialise writers at all.",
     ]
     return "\n".join(lines), missed

@@ -355,7 +355,11 @@ def test_pending_write_and_safe_point(
         w.insert_events([(2,)])
         during = ORDERS.safe_point(admin, 18)
         assert during.pending == 1
-        assert during.safe_point == during.head == head < w.first_ulid
+        # The lock call allocated the block: the head covers it, the safe point stops below it.
+        block_end = w.ulid_high + (w.block_start + BLOCK - 1).to_bytes(8, "big", signed=True)
+        assert during.head == block_end
+        just_below = (int.from_bytes(w.first_ulid, "big") - 1).to_bytes(16, "big")
+        assert head <= during.safe_point == just_below
         assert [e.key for e in ORDERS.read_page(admin, 18).events] == [(1,)]
     after = ORDERS.safe_point(admin, 18)
     assert after.pending == 0
@@ -376,7 +380,7 @@ def test_a_tombstoned_write_cannot_commit(
     assert raised.value.retryable and raised.value.sqlstate == "CF001"
     state_after = _state(admin, n, 19)
     assert state_after[3] == state_before[3] + 1, "the generation is burned"
-    assert state_after[2] == state_before[2] + BLOCK, "the holder's block is retired"
+    assert state_after[:3] == state_before[:3], "the block was allocated by the lock call"
     incident = admin.execute(
         f"select reason, holder_session_id, holder_write_id from {q(n['incident'])} "
         "where shard_id = 19"
@@ -508,6 +512,83 @@ def test_concurrent_writers_commit_in_ulid_order(
         for b in spans:
             if a[1] < b[0]:
                 assert a[2] < b[2]
+
+
+# -- blocking mode: the next writer does not wait for a commit ------------------------------
+
+
+def _update_state_without_commit(conn: psycopg.Connection[Any], shard: int, key: int) -> bytes:
+    """Drive one write by hand up to update_state(), leaving its COMMIT for the caller:
+    the moment a committing write is in, after it released the lock. Returns its ULID."""
+    info = ORDERS.info(conn)
+    conn.autocommit = True
+    high, start = conn.execute(f"call {info.q('lock')}(%s, null)", (shard,)).fetchone()[1:]  # type: ignore[index]
+    conn.autocommit = False
+    conn.execute(
+        f"insert into {info.q('feed')} (shard_id, ulid, order_id) "
+        f"values (%s, {ORDERS.ulid_sql(conn)}, %s)",
+        (shard, key),
+    )
+    conn.execute(f"select {info.q('update_state')}()")
+    return bytes(high) + int(start).to_bytes(8, "big", signed=True)
+
+
+def test_the_next_writer_allocates_while_the_previous_commit_is_in_flight(
+    pg_uri: str, admin: psycopg.Connection[Any], feeds: dict[str, dict[str, str]]
+) -> None:
+    """4.3/4.4: a writer's lock call never waits for its predecessor's COMMIT, and readers
+    stay below the predecessor's block until that commit (S1, R1)."""
+    shard = 32
+    with connect(pg_uri) as a, connect(pg_uri) as b:
+        a_ulid = _update_state_without_commit(a, shard, 1)
+        # Protocol 1 read the state row FOR SHARE here and waited for A's COMMIT.
+        b.execute("set statement_timeout = '3s'")
+        with ORDERS.write(b, shard) as wb:
+            wb.insert_events([(2,)])
+        assert wb.first_ulid > a_ulid, "B allocates above A's block"
+
+        during = ORDERS.safe_point(admin, shard)
+        assert during.pending == 1
+        assert during.safe_point == (int.from_bytes(a_ulid, "big") - 1).to_bytes(16, "big")
+        assert _events(admin, ORDERS, shard) == [], "B committed, but A's block is below it"
+        barrier = ORDERS.barrier_acquire(admin, shard)
+        assert barrier.position == wb.first_ulid, "the barrier waits for B's committed event"
+        assert ORDERS.barrier_check(admin, barrier) is False
+
+        a.commit()
+        assert ORDERS.safe_point(admin, shard).pending == 0
+        assert [(e.key, e.ulid) for e in _events(admin, ORDERS, shard)] == [
+            ((1,), a_ulid), ((2,), wb.first_ulid)
+        ]
+        assert ORDERS.barrier_check(admin, barrier) is True
+
+
+def test_a_commit_that_fails_after_update_state_holds_readers_until_reaped_or_released(
+    pg_uri: str, admin: psycopg.Connection[Any], feeds: dict[str, dict[str, str]]
+) -> None:
+    """A write whose COMMIT fails after update_state is pending again: the safe point
+    stays below it (it might still have been committing) until the next lock call reaps
+    it, or until its own release()."""
+    shard = 33
+    with connect(pg_uri) as a, connect(pg_uri) as b:
+        _update_state_without_commit(a, shard, 1)
+        with ORDERS.write(b, shard) as wb:
+            wb.insert_events([(2,)])
+        a.rollback()  # as if its COMMIT had failed
+        assert ORDERS.safe_point(admin, shard).pending == 1
+        assert _events(admin, ORDERS, shard) == []
+        with ORDERS.write(b, shard) as wc:  # the next lock call reaps A's session
+            wc.insert_events([(3,)])
+        assert [e.key for e in _events(admin, ORDERS, shard)] == [(2,), (3,)]
+        ORDERS.release(a)  # the protocol's step after a failed commit; A was reaped already
+
+        _update_state_without_commit(a, shard, 4)
+        a.rollback()
+        assert ORDERS.safe_point(admin, shard).pending == 1
+        assert ORDERS.release(a) is True  # what write() does after a failed commit
+        point = ORDERS.safe_point(admin, shard)
+        assert point.pending == 0 and point.safe_point == point.head
+        assert [e.key for e in _events(admin, ORDERS, shard)] == [(2,), (3,)]
 
 
 # -- outbox mode -----------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ SPEC = (
     " 'source_table': 't', 'source_relation': '\"postgres\".\"cf_render\".\"t\"',"
     " 'schema': 'changefeed', 'mode': MODE, 'keys': [{'name': 'id', 'data_type': 'bigint',"
     " 'collation': none}], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20, 'block_bits': 36,"
-    " 'protocol_version': 1}"
+    " 'protocol_version': 2}"
 )
 
 
@@ -114,7 +114,7 @@ def test_setup_creates_every_object_then_a_second_setup_is_a_no_op(
     assert row["key_signature"] == '"order_id" bigint'
     assert row["keys"] == [{"name": "order_id", "data_type": "bigint", "collation": None}]
     assert row["options"] == {"stall_timeout_ms": 5000, "lock_probe_ms": 20, "block_bits": 36}
-    assert row["protocol_version"] == 1
+    assert row["protocol_version"] == 2
     names = dict(row["names"])
     assert names["writer_role"] == "changefeed_writer:postgres.cf_setup.orders"
     assert names["guc"].startswith("changefeed.w") and len(names["guc"]) == len("changefeed.w") + 32
@@ -212,7 +212,7 @@ def test_upgrade_replaces_routines_and_an_old_protocol_version_asks_for_it(
     after = object_oids(admin, names)
     assert after == before  # same identities: in-flight calls survive an upgrade
     assert _catalog_versions(admin, after)["read_feed"] != versions["read_feed"]  # rewritten
-    assert registry_row(admin, "cf_upgrade.orders")["protocol_version"] == 1  # type: ignore[index]
+    assert registry_row(admin, "cf_upgrade.orders")["protocol_version"] == 2  # type: ignore[index]
     assert "nothing to do" in setup_feed(dbt, "cf_upgrade", "orders", "blocking")[0]
     with pytest.raises(DbtError, match="registered with mode blocking"):
         upgrade_feed(dbt, "cf_upgrade", "orders", "outbox")

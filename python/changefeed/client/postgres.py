@@ -88,7 +88,8 @@ class Page:
 
 @dataclass(frozen=True)
 class SafePoint:
-    """``safe_point`` (read up to here), ``head`` (highest committed) and pending writes."""
+    """``safe_point`` (read up to here), ``head`` (end of the last allocated block, writes
+    in flight included) and the number of pending writes."""
 
     safe_point: bytes
     head: bytes
@@ -213,7 +214,8 @@ class PostgresFeed:
         Takes the shard's lock outside any transaction (the connection must be idle),
         then yields a :class:`Write`; the body's statements run in one transaction.
         On a normal exit, ``select update_state(); commit`` is sent as one query (one
-        round trip: the state row's exclusive lock is never held across a round trip).
+        round trip: the session row that update_state locks, which tells the next lock
+        holder that this write is committing, is never held across a round trip).
         On an exception, or if that fails, the transaction is rolled back, the lock
         released, and the exception re-raised (a ``CF`` one as a
         :class:`ChangefeedError`; ``retryable`` tells whether to run it again).
