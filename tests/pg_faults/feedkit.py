@@ -10,6 +10,7 @@ client (``step``), bulk inserts, and direct reads of the feed's tables for the c
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -114,6 +115,7 @@ class FeedKit:
         time_hint_ms: int | None = None,
         step: Callable[..., None] = _no_step,
         source: bool = True,
+        commit_delay_s: float | None = None,
     ) -> None:
         """One source transaction writing ``keys`` (source rows + feed/outbox rows).
 
@@ -121,6 +123,11 @@ class FeedKit:
         just before the commit is sent; it may block (a held transaction) or raise.
         Raises whatever the server raised; the transaction is rolled back (and, in
         blocking mode, the write released) before it propagates.
+
+        ``commit_delay_s`` (blocking mode) sends ``update_state()`` and ``COMMIT`` as two
+        round trips with that pause between them, so that the next writer of the shard
+        commits while this one is still committing: the order of commits then differs
+        from the order of blocks. ``step("split", ...)`` reports the times.
         """
         hint = (
             None
@@ -128,7 +135,9 @@ class FeedKit:
             else datetime.fromtimestamp(time_hint_ms / 1000, tz=timezone.utc)
         )
         rows = [self._key_tuple(k) for k in keys]
-        if self.mode == "blocking":
+        if self.mode == "blocking" and commit_delay_s is not None:
+            self._write_blocking_split(conn, shard, rows, hint, step, commit_delay_s)
+        elif self.mode == "blocking":
             self._write_blocking(conn, shard, rows, hint, step, source)
         else:
             self._write_outbox(conn, shard, rows, hint, step, source)
@@ -203,6 +212,49 @@ class FeedKit:
             step("inserted", write_id=w.write_id)
             step("committing", write_id=w.write_id)
         # update_state and COMMIT went in one round trip (protocol 4.4, B4).
+
+    def _write_blocking_split(
+        self,
+        conn: psycopg.Connection[Any],
+        shard: int,
+        rows: list[tuple[Any, ...]],
+        hint: datetime | None,
+        step: Callable[..., None],
+        delay_s: float,
+    ) -> None:
+        """The protocol by hand, with update_state and COMMIT in two round trips."""
+        assert conn.autocommit
+        client = self.client
+        info = client.info(conn)
+        try:
+            locked = conn.execute(sql.SQL(f"call {info.q('lock')}(%s, %s)"), [shard, hint])
+            _, high, start = locked.fetchone()  # type: ignore[misc]
+            conn.execute("begin")
+            self._insert_source(conn, rows)
+            conn.execute(
+                sql.SQL(
+                    "insert into {feed} (shard_id, ulid, {keys}) "
+                    "select %s, {ulid}, {klist} from (select * from {unnest} order by cf_ord) k"
+                ).format(
+                    feed=self.q("feed"),
+                    keys=self.key_idents,
+                    ulid=sql.SQL(client.ulid_sql(conn)),
+                    klist=self._k_list(),
+                    unnest=self._unnest(),
+                ),
+                [shard, *self._key_arrays(rows)],
+            )
+            conn.execute(sql.SQL(f"select {info.q('update_state')}()"))
+            time.sleep(delay_s)
+            sent = time.monotonic()
+            conn.execute("commit")
+            step("split", first_ulid=bytes(high) + int(start).to_bytes(8, "big", signed=True),
+                 commit_sent=sent, committed=time.monotonic())  # fmt: skip
+        except BaseException:
+            if not (conn.closed or conn.broken):
+                conn.execute("rollback")
+                client.release(conn)
+            raise
 
     def _write_outbox(
         self,

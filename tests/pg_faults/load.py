@@ -117,6 +117,7 @@ class LoadResult:
     writes_per_writer: list[int]
     errors: list[BaseException]
     seconds: float
+    splits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_load(
@@ -135,14 +136,18 @@ def run_load(
     key: Callable[[int], Any] = lambda n: n,
     until: threading.Event | None = None,
     reader_connect: Callable[..., psycopg.Connection[Any]] | None = None,
+    commit_delay_s: float | None = None,
 ) -> LoadResult:
     """Run writers and readers together, then let every reader catch up to the end.
 
     Each writer makes ``writes_per_writer`` writes, or with ``until`` keeps writing until
-    that event is set. ``key`` maps a unique number to a key of the feed.
+    that event is set. ``key`` maps a unique number to a key of the feed. With
+    ``commit_delay_s`` (blocking mode) every write pauses up to that long between
+    update_state and COMMIT (:meth:`FeedKit.write`); the times land in ``splits``.
     """
     history = History()
     errors: list[BaseException] = []
+    splits: list[dict[str, Any]] = []
     done = threading.Event()
     counts = [0] * writers
     reader_states = [ReaderState(f"r{i}") for i in range(readers)]
@@ -161,7 +166,11 @@ def run_load(
                 shard = writer_shard(i, rng) if writer_shard else rng.choice(shards)
                 size = rng.randint(rows[0], rows[1])
                 keys = [key(i * 10_000_000 + n * 100 + j) for j in range(size)]
-                if write_once(kit, conn, history, shard, keys):
+                extra: dict[str, Any] = {}
+                if commit_delay_s is not None:
+                    extra = {"commit_delay_s": rng.uniform(0, commit_delay_s),
+                             "step": lambda name, **data: splits.append(data)}  # fmt: skip
+                if write_once(kit, conn, history, shard, keys, **extra):
                     counts[i] += 1
                 n += 1
         except BaseException as exc:
@@ -194,6 +203,7 @@ def run_load(
         writes_per_writer=counts,
         errors=errors,
         seconds=time.monotonic() - started,
+        splits=splits,
     )
 
 

@@ -52,3 +52,29 @@ def test_writers_and_readers(
         for shard in shards:
             assert reader.seen.get(shard, []) == final.get(shard, []), reader.name
     assert summary.page_events >= 3 * summary.events
+
+
+def test_commits_out_of_block_order(make_feed: MakeFeed, connect: Connections) -> None:
+    """Protocol 2: a writer releases the shard lock in update_state, before its COMMIT, so
+    the next writer may commit first. Here every write pauses up to 20 ms between the two,
+    which makes that common; readers must still never skip the slower, lower block (S1)."""
+    kit = make_feed("blocking", stall_timeout_ms=2000)
+    result = run_load(
+        kit, connect, shards=[0], writers=6, writes_per_writer=30, readers=3, seed=7,
+        commit_delay_s=0.02,
+    )  # fmt: skip
+    assert not result.errors, result.errors
+    final = kit.final(connect())
+    summary = check(result.history, final)
+    assert summary.writes_ok == 6 * 30
+    for reader in result.readers:
+        assert reader.seen.get(0, []) == final.get(0, []), reader.name
+    # The scenario happened: some write with a higher block finished its COMMIT before a
+    # write with a lower block had even sent its own.
+    inversions = sum(
+        1
+        for a in result.splits
+        for b in result.splits
+        if a["first_ulid"] < b["first_ulid"] and b["committed"] < a["commit_sent"]
+    )
+    assert inversions > 0
