@@ -13,7 +13,7 @@
 {% endmacro %}
 
 {% macro default__feed_post_hook() %}
-  {%- set raw = config.get('changefeed') -%}
+  {%- set raw = changefeed._feed_model_config() -%}
   {%- if raw is none or not execute -%}
     {{ return('') }}
   {%- endif -%}

@@ -37,7 +37,7 @@
 {% endmacro %}
 
 {% macro spark__publish_feed(sql) %}
-  {%- set options = changefeed._spark_publish_options(config.get('changefeed')) -%}
+  {%- set options = changefeed._spark_publish_options(changefeed._feed_model_config()) -%}
   {%- set incremental = is_incremental() -%}
   {#-- a dbt unit test renders the model without its table: nothing to check or clear --#}
   {%- if not changefeed._spark_in_unit_test() -%}

@@ -427,6 +427,11 @@ def test_model_post_hook_sets_up_the_feed_once_and_the_feed_survives_rebuilds(
     teardown_feed(dbt, "cf_dbtkit", "cf_pg_orders")
 
 
+def test_a_model_with_two_different_changefeed_configs_is_refused(dbt: Any) -> None:
+    with pytest.raises(DbtError, match=r"sets a changefeed config both under meta .* and they differ"):
+        dbt.invoke(["run", "--select", "cf_pg_conflicting_config"], "postgres")
+
+
 # -- roles -----------------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@
   project-wide, this only checks that a model with a changefeed config does that.
 -#}
 {% macro spark__feed_post_hook() %}
-  {%- if not execute or config.get('changefeed') is none -%}
+  {%- if not execute or changefeed._feed_model_config() is none -%}
     {{ return('') }}
   {%- endif -%}
   {%- if 'macro.changefeed.publish_feed' not in model.depends_on.macros -%}
