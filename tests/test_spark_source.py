@@ -154,6 +154,27 @@ def test_outbox_feed_with_payload(spark: Any, pg_uri: str, outbox: str) -> None:
     assert got[5].payload is None  # never existed
 
 
+def test_the_reader_role_reads_every_shard_without_naming_them(
+    spark: Any, pg_uri: str, blocking: dict[str, Any]
+) -> None:
+    """The reader role may not read the state table; shards:<feed> lists the shards."""
+    feed = blocking["feed"]
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        (names,) = conn.execute(
+            "select names from changefeed.feeds where feed_id = %s", (feed,)
+        ).fetchone()  # type: ignore[misc]
+        login = f"cf_reader_{feed.split('_')[-1]}"
+        conn.execute(f"create role {kit.q(login)} login")
+        conn.execute(f"grant {kit.q(names['reader_role'])} to {kit.q(login)}")
+    assert pg_uri.startswith("postgresql://postgres:@/")
+    as_reader = pg_uri.replace("postgresql://postgres:@/", f"postgresql://{login}:@/", 1)
+    with psycopg.connect(as_reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(f"select * from changefeed.{kit.q(names['state'])}")
+    frame = read(spark, as_reader, feed)
+    assert kit.rows_of(frame) == kit.feed_rows(pg_uri, feed)
+    assert {r.shard_id for r in frame.select("shard_id").distinct().collect()} == {0, 1}
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

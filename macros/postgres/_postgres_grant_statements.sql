@@ -7,7 +7,7 @@
           always come from their defaults); usage of the sequence. It cannot read the
           feed, outbox, state or sessions, nor change the state.
   reader: select on the feed; read_feed, safe_point, barrier_acquire, barrier_check,
-          tombstone and (outbox) move_outbox. No table writes.
+          tombstone, shards and (outbox) move_outbox. No table writes.
   Both: usage on the changefeed schema and select on the registry (clients read names).
 -#}
 {% macro _postgres_grant_statements(ctx, routines_only=false) %}
@@ -46,7 +46,7 @@ $cfrole$
   {%- else -%}
     {%- do statements.append('grant execute on procedure ' ~ q['move_outbox'] ~ ' to ' ~ reader) -%}
   {%- endif -%}
-  {%- for kind in ['read_feed', 'safe_point', 'barrier_acquire', 'barrier_check', 'tombstone'] -%}
+  {%- for kind in ['read_feed', 'safe_point', 'barrier_acquire', 'barrier_check', 'tombstone', 'shards'] -%}
     {%- do statements.append('grant execute on function ' ~ q[kind] ~ ' to ' ~ reader) -%}
   {%- endfor -%}
   {{ return(statements) }}

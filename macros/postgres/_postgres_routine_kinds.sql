@@ -6,7 +6,7 @@
                          ('update_state', 'function'), ('release', 'function')]) -%}
   {%- endif -%}
   {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
-                       ('barrier_acquire', 'function'), ('barrier_check', 'function')]) -%}
+                       ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function')]) -%}
   {%- if mode != 'blocking' -%}
     {%- do kinds.append(('move_outbox', 'procedure')) -%}
   {%- endif -%}

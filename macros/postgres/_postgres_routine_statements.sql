@@ -14,6 +14,7 @@
     {%- elif kind == 'tombstone' -%}{%- do statements.append(changefeed._postgres_routine_tombstone(ctx)) -%}
     {%- elif kind == 'barrier_acquire' -%}{%- do statements.append(changefeed._postgres_routine_barrier_acquire(ctx)) -%}
     {%- elif kind == 'barrier_check' -%}{%- do statements.append(changefeed._postgres_routine_barrier_check(ctx)) -%}
+    {%- elif kind == 'shards' -%}{%- do statements.append(changefeed._postgres_routine_shards(ctx)) -%}
     {%- elif kind == 'move_outbox' -%}{%- do statements.append(changefeed._postgres_routine_move_outbox(ctx)) -%}
     {%- endif -%}
     {%- do statements.append('revoke all on ' ~ word ~ ' ' ~ ctx['q'][kind] ~ ' from public') -%}

@@ -113,18 +113,15 @@ class PostgresBackend(Backend):
         )
 
     def shards(self, info: FeedInfo) -> list[int]:
-        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
-        sql = f"select shard_id from {self._q(info.name('state'))}"
-        if info.mode == "outbox":
-            sql += f" union select distinct shard_id from {self._q(info.name('outbox'))}"
-        try:
-            rows = self._fetch(f"select shard_id from ({sql}) as s order by shard_id")
-        except self._psycopg.errors.InsufficientPrivilege:
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows
+        (``shards:<feed>``, which the reader role may call)."""
+        if "shards" not in info.names:
             raise ChangefeedSourceError(
-                f"feed {info.feed_id}: this user may not list the feed's shards (the reader "
-                "role may not select from its state and outbox tables); name them with the "
-                "option shards, e.g. .option('shards', '0,1,2')"
-            ) from None
+                f"feed {info.feed_id} was set up by an older version of the package and cannot "
+                "list its shards: run `dbt run-operation changefeed.upgrade_feed` for it, or "
+                "name the shards with the option shards, e.g. .option('shards', '0,1,2')"
+            )
+        rows = self._fetch(f"select s.shard_id from {self._q(info.name('shards'))}() as s")
         return [int(r[0]) for r in rows]
 
     def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
