@@ -158,28 +158,11 @@ begin
         continue acquire;
       end if;
 
-      v_ms := greatest(
-        coalesce(v_hint_ms, {{ changefeed._postgres_sql_epoch_ms('pg_catalog.clock_timestamp()') }}),
-        v_state.time_ms);
-      v_fresh := v_ms > v_state.time_ms;
-      if not v_fresh then
-        v_high := v_state.ulid_high;
-        v_start := v_state.ulid_low;
-        -- Headroom rule (section 3, step 4): continuing from 0 would sort below the block
-        -- that ended at -1, and the next free start must fit in a bigint.
-        if v_start = 0 or v_start > {{ ctx['max_low_start'] }}::bigint then
-          v_ms := v_state.time_ms + 1;
-          v_fresh := true;
-        end if;
-      end if;
-      if v_ms > {{ ctx['max_ms'] }} then
-        raise exception using errcode = 'CF007',
-          message = 'changefeed: feed ' || {{ ctx['lit_feed'] }} || ' shard ' || p_shard_id::text
-            || ' has reached the end of the ULID time range';
-      end if;
-      if v_fresh then
-{{ changefeed._postgres_sql_fresh_block(ctx, 'v_ms', 'v_high', 'v_start', 'v_rand') }}
-      end if;
+      v_ms := v_state.time_ms;
+      v_high := v_state.ulid_high;
+{{ changefeed._postgres_sql_next_block(ctx, 'p_shard_id',
+     'coalesce(v_hint_ms, ' ~ changefeed._postgres_sql_epoch_ms('pg_catalog.clock_timestamp()') ~ ')',
+     'v_ms', 'v_high', 'v_state.ulid_low', 'v_start', 'v_rand', 'v_fresh') }}
 
       -- Allocate (section 3): the block is taken from the state row now, committed with
       -- the pending session, so the next holder allocates above it without waiting for this

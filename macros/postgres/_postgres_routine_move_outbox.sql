@@ -75,24 +75,8 @@ begin
         message = 'changefeed: a transaction wrote ' || v_counts[i]::text || ' outbox rows to ' || {{ ctx['lit_feed'] }}
           || ' shard ' || p_shard_id::text || '; one transaction may write at most 2^{{ ctx['block_bits'] }}';
     end if;
-    v_fresh := v_hints[i] > v_ms;
-    if v_fresh then
-      v_ms := v_hints[i];
-    else
-      v_start := v_next;
-      if v_start = 0 or v_start > {{ ctx['max_low_start'] }}::bigint then
-        v_ms := v_ms + 1;  -- headroom rule
-        v_fresh := true;
-      end if;
-    end if;
-    if v_ms > {{ ctx['max_ms'] }} then
-      raise exception using errcode = 'CF007',
-        message = 'changefeed: feed ' || {{ ctx['lit_feed'] }} || ' shard ' || p_shard_id::text
-          || ' has reached the end of the ULID time range';
-    end if;
-    if v_fresh then
-{{ changefeed._postgres_sql_fresh_block(ctx, 'v_ms', 'v_high', 'v_start', 'v_rand') }}
-    end if;
+{{ changefeed._postgres_sql_next_block(ctx, 'p_shard_id', 'v_hints[i]', 'v_ms', 'v_high', 'v_next',
+                                       'v_start', 'v_rand', 'v_fresh') }}
     v_highs := v_highs || v_high;
     v_starts := v_starts || v_start;
     v_next := v_start + {{ block }};
