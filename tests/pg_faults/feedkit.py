@@ -175,6 +175,19 @@ class FeedKit:
             sql.SQL("k.{}").format(sql.Identifier(f"k{i}")) for i in range(len(self.key_columns))
         )
 
+    def _insert_events(self, ulid_sql: str) -> sql.Composed:
+        """One statement that numbers the rows (``%s`` shard, then key arrays) in order."""
+        return sql.SQL(
+            "insert into {feed} (shard_id, ulid, {keys}) "
+            "select %s, {ulid}, {klist} from (select * from {unnest} order by cf_ord) k"
+        ).format(
+            feed=self.q("feed"),
+            keys=self.key_idents,
+            ulid=sql.SQL(ulid_sql),
+            klist=self._k_list(),
+            unnest=self._unnest(),
+        )
+
     def _write_blocking(
         self,
         conn: psycopg.Connection[Any],
@@ -196,19 +209,7 @@ class FeedKit:
             if len(rows) <= 8:
                 w.insert_events(rows)
             else:  # one statement numbering the rows in order, as an application would
-                conn.execute(
-                    sql.SQL(
-                        "insert into {feed} (shard_id, ulid, {keys}) "
-                        "select %s, {ulid}, {klist} from (select * from {unnest} order by cf_ord) k"
-                    ).format(
-                        feed=sql.SQL(w.feed_table),
-                        keys=self.key_idents,
-                        ulid=sql.SQL(w.ulid_sql),
-                        klist=self._k_list(),
-                        unnest=self._unnest(),
-                    ),
-                    [shard, *self._key_arrays(rows)],
-                )
+                conn.execute(self._insert_events(w.ulid_sql), [shard, *self._key_arrays(rows)])
             step("inserted", write_id=w.write_id)
             step("committing", write_id=w.write_id)
         # update_state and COMMIT went in one round trip (protocol 4.4, B4).
@@ -232,17 +233,7 @@ class FeedKit:
             conn.execute("begin")
             self._insert_source(conn, rows)
             conn.execute(
-                sql.SQL(
-                    "insert into {feed} (shard_id, ulid, {keys}) "
-                    "select %s, {ulid}, {klist} from (select * from {unnest} order by cf_ord) k"
-                ).format(
-                    feed=self.q("feed"),
-                    keys=self.key_idents,
-                    ulid=sql.SQL(client.ulid_sql(conn)),
-                    klist=self._k_list(),
-                    unnest=self._unnest(),
-                ),
-                [shard, *self._key_arrays(rows)],
+                self._insert_events(client.ulid_sql(conn)), [shard, *self._key_arrays(rows)]
             )
             conn.execute(sql.SQL(f"select {info.q('update_state')}()"))
             time.sleep(delay_s)
