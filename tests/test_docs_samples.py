@@ -812,9 +812,9 @@ OTHERS.update({
 UNTESTABLE.update({
     ("docs/protocol.md", "0fb32330dda0"): "a byte-layout diagram, not code",
     ("docs/protocol.md", "b2967faf150f"): "pseudo-SQL for both adapters (call/exec, <feed>)",
-    ("docs/protocol.md", "f9f7dafe786f"): "pseudo-code of the lock algorithm",
+    ("docs/protocol.md", "11ef2d476249"): "pseudo-code of the lock algorithm",
     ("docs/protocol.md", "cb9ddc954696"): "a template with <feed>, <keys> and (...)",
-    ("docs/protocol.md", "1a4abaa10fe6"): "definitions in notation (||, least over ...)",
+    ("docs/protocol.md", "5812ff04eddd"): "definitions in notation (||, least over ...)",
     ("docs/protocol.md", "a4ccaea05957"): "pseudo-code of the barrier loop",
     ("docs/spark.md", "9dad949b250e"): "a dbt unit test with `rows: [...]` placeholders",
     ("docs/protocol.md", "b49c815515f9"): "a template with <schema>, <table> and L "
