@@ -131,10 +131,26 @@ def patch_sqlfluff_tsql() -> None:
     is unparsable there. Both are exactly what hostile names exercise. This replaces the two
     patterns with SQL Server's rule (anything, with ``]`` doubled), nothing else. A wrongly
     escaped name such as ``[a]b]`` still fails to parse (see test_sqlserver_render.py).
+
+    It also lacks the ``COMMIT [TRAN | TRANSACTION] [name] WITH (DELAYED_DURABILITY = {ON |
+    OFF})`` form of SQL Server 2014+, which the lock call's commit uses; that one form is
+    added, any other ``WITH`` after ``COMMIT`` still fails to parse.
     Idempotent; must run before the first tsql Linter is built.
     """
+    from importlib import import_module
+
     from sqlfluff.core.dialects import load_raw_dialect
-    from sqlfluff.core.parser import CodeSegment, RegexLexer, RegexParser, SegmentGenerator
+    from sqlfluff.core.parser import (
+        BaseSegment,
+        Bracketed,
+        CodeSegment,
+        OneOf,
+        Ref,
+        RegexLexer,
+        RegexParser,
+        SegmentGenerator,
+        Sequence,
+    )
 
     dialect = load_raw_dialect("tsql")
     if getattr(dialect, "_changefeed_patched", False):
@@ -161,6 +177,27 @@ def patch_sqlfluff_tsql() -> None:
         )
 
     dialect.replace(FunctionNameIdentifierSegment=SegmentGenerator(function_name))
+
+    transaction: Any = dialect._library["TransactionStatementSegment"]
+
+    class TransactionStatementSegment(BaseSegment):  # type: ignore[misc]
+        type = "transaction_statement"
+        match_grammar = OneOf(
+            Sequence(
+                "COMMIT",
+                Ref("TransactionGrammar", optional=True),
+                Ref("SingleIdentifierGrammar", optional=True),
+                "WITH",
+                Bracketed("DELAYED_DURABILITY", Ref("EqualsSegment"), OneOf("ON", "OFF")),
+            ),
+            transaction.match_grammar,
+        )
+
+    # load_raw_dialect re-registers the module's segment classes on every call, so the
+    # module must hold the replacement too.
+    module: Any = import_module(transaction.__module__)
+    module.TransactionStatementSegment = TransactionStatementSegment
+    dialect.replace(TransactionStatementSegment=TransactionStatementSegment)
     dialect._changefeed_patched = True  # type: ignore[attr-defined]
 
 

@@ -130,6 +130,10 @@ end;
   {%- endfor -%}
   {%- do body.append('end;') -%}
   {%- do out.append(body | join('\n')) -%}
+  {%- set crossing = changefeed._sqlserver_upgrade_pending_writes(c, '@version') -%}
+  {%- if crossing -%}
+    {%- do out.append('if @action = N\'upgraded\'\nbegin\n' ~ crossing ~ '\nend;') -%}
+  {%- endif -%}
   {%- set body = ['if @action in (N\'created\', N\'upgraded\')', 'begin'] -%}
   {%- for statement in changefeed._sqlserver_code_statements(c) + changefeed._sqlserver_grant_statements(c) -%}
     {%- do body.append(statement) -%}

@@ -22,6 +22,8 @@ begin
 
     if @shard_id is null or @position is null
         throw 51045, N'changefeed: barrier_check needs @shard_id and @position (from barrier_acquire)', 1;
+    {{ changefeed._sqlserver_sql_safe_point_table(c) }}
+    {{ changefeed._sqlserver_sql_safe_point_heads(c, 4) }}
     select @safe_point = sp.safe_point
     from (
         {{ changefeed._sqlserver_sql_safe_point_query(c, 8) }}

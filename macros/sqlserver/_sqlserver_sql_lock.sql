@@ -1,7 +1,9 @@
 {#-
   [lock:<feed>] (blocking mode; protocol 4.1-4.3): take the shard's stall-proof lock,
-  open a pending write and return its block. Runs outside any transaction and commits
-  its own work, so the pending session is visible before the application's transaction.
+  allocate the write's block and return it. Runs outside any transaction and commits its
+  own work: the state row advanced past the block and the pending session, together, so
+  that readers see the block pending before the application's transaction starts, and the
+  next writer allocates above it without waiting for this write's commit.
 -#}
 {% macro _sqlserver_sql_lock(c) -%}
 {%- set n = c.n -%}
@@ -49,7 +51,7 @@ begin
         @burned bit,
         @holder_session_id int,
         @holder_write_id uniqueidentifier;
-    declare @holders table (session_id int not null, write_id uniqueidentifier not null, started_at datetime2(7) not null);
+    declare @holders table (session_id int not null, write_id uniqueidentifier not null, first_ulid binary(16) not null);
 
     if @@trancount > 0
         throw 51001, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.lock.sql ~ ' must be called outside any transaction (autocommit), before the transaction that writes the feed') }}, 1;
@@ -102,7 +104,7 @@ begin
             if @rc = -1
             begin
                 -- Sample this shard's progress, uncommitted work included: its state row
-                -- (every commit) and its session rows (every lock, update_state, release).
+                -- (every lock call) and its session rows (every lock, update_state, release).
                 -- Not the feed's sequence: other shards move it too.
                 select @time0 = time, @high0 = ulid_high, @low0 = ulid_low
                 from {{ n.state.sql }} with (readuncommitted)
@@ -137,31 +139,45 @@ begin
                 throw 51005, @msg, 1;
             end;
 
-            -- 4.3: we hold the name. Read the committed state under a shared lock, which
-            -- waits for a previous holder's commit (sent with its update_state).
+            -- 4.3: we hold the name; one short transaction allocates the block.
             begin transaction;
+            -- 1. While we hold the lock, any other pending write of this shard is dead,
+            -- rolled back or burned, except one whose update_state is committing: it gave
+            -- the lock back just before its commit and its session row stays locked until
+            -- the commit ends. readpast leaves that one alone, so a lock call never waits
+            -- for another write's commit (readcommittedlock: readpast needs locking reads
+            -- where READ_COMMITTED_SNAPSHOT is on). Sessions before the state row: the
+            -- same lock order as burns and tombstones.
+            update w
+            set state = 2, ended_at = sysutcdatetime(), end_reason = N'reaped'
+            from {{ n.session.sql }} as w with (readcommittedlock, readpast)
+            where w.shard_id = @shard_id and w.state = 0 and w.session_id <> @@spid;
+            -- 2. The state row under an update lock. Only lock calls, burns and tombstones
+            -- change it, each in a short transaction of its own, so this never waits for an
+            -- application transaction.
             select @st_time = time, @st_high = ulid_high, @st_low = ulid_low, @st_gen = generation
-            from {{ n.state.sql }} with (holdlock, rowlock)
+            from {{ n.state.sql }} with (updlock, holdlock, rowlock)
             where shard_id = @shard_id;
             if @st_gen = @g
                 break;
-            -- The name was burned while we waited for it: give it back, follow the new one.
-            commit;
+            -- The name was burned while we waited for it: undo the reaping (it may have hit
+            -- the new generation's holder), give the name back, follow the new one.
+            rollback;
             while applock_mode(N'public', @name, N'Session') <> N'NoLock'
                 exec sp_releaseapplock @Resource = @name, @LockOwner = N'Session', @DbPrincipal = N'public';
         end;
 
-        -- 1. Any other pending write of this shard is dead or burned: we hold the lock.
-        update {{ n.session.sql }}
-        set state = 2, ended_at = sysutcdatetime(), end_reason = N'reaped'
-        where shard_id = @shard_id and state = 0 and session_id <> @@spid;
-
-        -- 2. This write's block (protocol section 3).
+        -- 3. This write's block (protocol section 3), and the state row moved past it now:
+        -- the next lock call allocates above it while this write is still in flight, and
+        -- readers keep below it through the pending session (section 6).
         {{ changefeed._sqlserver_sql_block(c, 8) }}
+        update {{ n.state.sql }}
+        set time = @b_time, ulid_high = @b_high, ulid_low = @b_start + {{ c.block }}
+        where shard_id = @shard_id;
         set @seq_start = next value for {{ n.sequence.sql }};
         set @write_id = newid();
 
-        -- 3. The pending session row, with the state the block was computed from.
+        -- 4. The pending session row, with the state the block was allocated from.
         update {{ n.session.sql }}
         set
             write_id = @write_id,
@@ -187,15 +203,20 @@ begin
                 convert(binary(16), @b_high + convert(binary(8), @b_start)), @st_time, @st_high,
                 @st_low, sysutcdatetime());
 
-        -- 4. The connection's write: ulid() reads (ulid_high, block_start, seq_start),
+        -- 5. The connection's write: ulid() reads (ulid_high, block_start, seq_start),
         -- update_state and release read the shard, the write id and the lock name.
         set @u = convert(binary(24), @b_high + convert(binary(8), @b_start) + convert(binary(8), @seq_start));
         exec sp_set_session_context @key = {{ c.key_u }}, @value = @u;
         exec sp_set_session_context @key = {{ c.key_w }}, @value = @write_id;
         exec sp_set_session_context @key = {{ c.key_s }}, @value = @shard_id;
 
-        -- 5. Publish the pending session before the application's transaction starts.
-        commit;
+        -- 6. Publish the block and its pending session together, before the application's
+        -- transaction starts. This commit need not wait for its log flush: the
+        -- application's fully durable commit comes later in this database's log and flushes
+        -- it too; after a crash both are lost together. Where the database's
+        -- DELAYED_DURABILITY is DISABLED (the default) the option is ignored and the commit
+        -- is fully durable.
+        commit transaction with (delayed_durability = on);
         select @ulid_high = @b_high, @ulid_low = @b_start;
     end try
     begin catch

@@ -43,6 +43,7 @@ begin
         @progress bigint
 {%- endif %};
     declare @page {{ n.read_type.sql }};
+    {{ changefeed._sqlserver_sql_safe_point_table(c) }}
 {%- if c.mode == 'outbox' %}
     declare @groups table (
         grp int not null primary key,

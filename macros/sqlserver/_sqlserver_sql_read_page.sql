@@ -1,11 +1,13 @@
 {#-
   T-SQL fragment: fill @page with at most @page_size events of shard @shard_id after
-  @cursor, up to the safe point, which is read first, in its own statement (protocol S4).
+  @cursor, up to the safe point, which is read first, in statements of its own (protocol
+  S4). The caller declares @heads (_sqlserver_sql_safe_point_table).
 -#}
 {% macro _sqlserver_sql_read_page(c, depth=0) -%}
 {%- set p = ' ' * depth -%}
 {%- set n = c.n -%}
 set @safe_point = null;
+{{ p }}{{ changefeed._sqlserver_sql_safe_point_heads(c, depth) }}
 {{ p }}select @safe_point = sp.safe_point
 {{ p }}from (
 {{ p }}    {{ changefeed._sqlserver_sql_safe_point_query(c, depth + 4) }}

@@ -10,6 +10,8 @@ begin
     -- changefeed protocol {{ c.version }} (docs/protocol.md section 6)
     set nocount on;
     set transaction isolation level read committed;
+    {{ changefeed._sqlserver_sql_safe_point_table(c) }}
+    {{ changefeed._sqlserver_sql_safe_point_heads(c, 4) }}
     select
         sp.shard_id,
         sp.safe_point,
@@ -22,7 +24,6 @@ begin
     from (
         {{ changefeed._sqlserver_sql_safe_point_query(c, 8) }}
     ) as sp
-    where @shard_id is null or sp.shard_id = @shard_id
     order by sp.shard_id;
 end
 {%- endmacro %}

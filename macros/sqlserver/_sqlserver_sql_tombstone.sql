@@ -4,6 +4,7 @@
   update_state both need state = 0 on the same row; exactly one wins). The winner then
   burns the shard's lock generation and records the incident, so that waiting writers
   stop waiting for the stale holder. Returns whether this call won (@won and a row).
+  Sessions before the state row: the same lock order as lock calls and burns.
 -#}
 {% macro _sqlserver_sql_tombstone(c) -%}
 {%- set n = c.n -%}
@@ -35,13 +36,11 @@ begin
         begin
             set @won = 1;
             select @g = generation, @started_at = started_at from @tombstoned;
+            -- Only if the session's generation is still the current one: writers waiting
+            -- for the stale holder's lock name move on to the next name. No block is
+            -- retired: the lock call already moved the state row past this write's block.
             update {{ n.state.sql }}
-            set
-                generation = generation + 1,
-                ulid_low = case
-                    when ulid_low <> 0 and ulid_low <= {{ c.max_continue }} then ulid_low + {{ c.block }}
-                    else ulid_low
-                end
+            set generation = generation + 1
             where shard_id = @shard_id and generation = @g;
             if @@rowcount = 1
                 insert into {{ n.incident.sql }} (

@@ -13,7 +13,7 @@
 -- Re-creates procedures and functions only. One batch, one transaction.
 set nocount on;
 set xact_abort on;
-declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max);
+declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int;
 begin transaction;
 exec @rc = sp_getapplock
     @Resource = {{ c.setup_lock_lit }}, @LockMode = N'Exclusive', @LockOwner = N'Transaction',
@@ -22,7 +22,7 @@ if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 if object_id({{ lit(feeds) }}, N'U') is null
     throw 51056, {{ lit('changefeed: feed ' ~ c.feed_id ~ ' is not set up (no registry ' ~ feeds ~ '); run changefeed.setup_feed first') }}, 1;
-select @mode = mode, @keys = key_signature
+select @mode = mode, @keys = key_signature, @version = protocol_version
 from {{ feeds }}
 where feed_id = {{ c.feed_lit }};
 if @@rowcount = 0
@@ -43,6 +43,10 @@ begin
 end;
   {%- endset -%}
   {%- do out.append(header) -%}
+  {%- set crossing = changefeed._sqlserver_upgrade_pending_writes(c, '@version') -%}
+  {%- if crossing -%}
+    {%- do out.append(crossing) -%}
+  {%- endif -%}
   {%- for statement in changefeed._sqlserver_code_statements(c) + changefeed._sqlserver_grant_statements(c) -%}
     {%- do out.append(statement) -%}
   {%- endfor -%}
@@ -55,4 +59,32 @@ select N'upgraded' as action;
   {%- endset -%}
   {%- do out.append(footer) -%}
   {{ return(out | join('\n\n') ~ '\n') }}
+{% endmacro %}
+
+
+{#-
+  T-SQL run by upgrade (and by setup's `upgraded` path) before the procedures are
+  re-created, when the registered protocol version, in the variable `version`, is older:
+  empty when nothing needs doing.
+
+  1 -> 2 (blocking mode): a write whose lock call ran under protocol 1 has not moved the
+  state row past its block. Committed by protocol 2's update_state, its events would stay
+  above the head and the next writer of the same millisecond would allocate the same block.
+  So its pending session is abandoned here: its update_state fails with 51012 (`upgraded`)
+  and the client retries under protocol 2. readpast leaves alone a write whose protocol-1
+  update_state is committing: that one moves the state row itself. A protocol-1 lock call
+  still running when the upgrade commits is not covered (see docs/sqlserver.md).
+-#}
+{% macro _sqlserver_upgrade_pending_writes(c, version) %}
+  {%- if c.mode != 'blocking' -%}
+    {{ return('') }}
+  {%- endif -%}
+  {%- set sql -%}
+if {{ version }} < 2
+    update w
+    set state = 2, ended_at = sysutcdatetime(), end_reason = N'upgraded'
+    from {{ c.n.session.sql }} as w with (readcommittedlock, readpast)
+    where w.state = 0;
+  {%- endset -%}
+  {{ return(sql) }}
 {% endmacro %}

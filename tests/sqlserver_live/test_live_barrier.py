@@ -9,13 +9,34 @@ from tests.sqlserver_live.livekit import LiveFeed, Server, run
 
 def test_blocking_barrier_releases_at_once_after_a_commit(fresh: Any, conn: Any) -> None:
     feed: LiveFeed = fresh("blocking_int")
+    assert feed.barrier_acquire(conn, 0) == (bytes(16), None)
     feed.write(conn, 0, [[1]])
     barrier = feed.barrier_acquire(conn, 0)
-    assert barrier == (feed.safe_point(conn, 0)["head"], None)
+    # The highest committed ULID, not the head (the end of the block): protocol 2.
+    assert barrier == (feed.read_all(conn, 0)[-1][0], None)
+    assert barrier[0] < feed.safe_point(conn, 0)["head"]
     assert feed.barrier_check(conn, 0, barrier) is True
     assert [r[1] for r in feed.read_all(conn, 0)] == [1]
     ahead = (barrier[0][:8] + b"\x7f" + bytes(7), None)
     assert feed.barrier_check(conn, 0, ahead) is False
+
+
+def test_a_write_in_flight_does_not_hold_the_blocking_barrier(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """The position covers what committed before the call: a write whose block is
+    allocated (the head is past it) but whose transaction is open does not count, and is
+    neither waited for nor needed for the barrier to release."""
+    feed: LiveFeed = fresh("blocking_int")
+    feed.write(conn, 0, [[1]])
+    with mssql.connection() as writer:
+        feed.lock(writer, 0)
+        run(writer, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
+        barrier = feed.barrier_acquire(conn, 0)
+        assert barrier == (feed.read_all(conn, 0)[-1][0], None)
+        assert feed.barrier_check(conn, 0, barrier) is True
+        feed.abort(writer)
+    assert [r[1] for r in feed.read_all(conn, 0)] == [1]
 
 
 def test_outbox_barrier_waits_for_the_move(fresh: Any, mssql: Server, conn: Any) -> None:

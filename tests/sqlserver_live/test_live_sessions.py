@@ -1,11 +1,14 @@
 """Writer sessions, the safe point and tombstones on a real SQL Server (protocol
-section 6): the safe point never passes a pending write (S2), a tombstone and the
+section 6): the safe point never passes a pending write (S2), also while the next writer
+allocates and commits during a predecessor's commit (4.3, 4.4), a tombstone and the
 writer's commit race with exactly one winner (S3), and a tombstoned write's commit fails
 with a clear error."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+import time
 from typing import Any
 
 from tests.sqlserver_live.livekit import (
@@ -22,6 +25,11 @@ def _first_ulid(high: bytes, low_: int) -> bytes:
     return high + low_.to_bytes(8, "big", signed=True)
 
 
+def _below(ulid: bytes) -> bytes:
+    """The ULID just below ``ulid`` (128-bit decrement)."""
+    return (int.from_bytes(ulid, "big") - 1).to_bytes(16, "big")
+
+
 def test_the_safe_point_never_passes_a_pending_write(fresh: Any, mssql: Server, conn: Any) -> None:
     feed: LiveFeed = fresh("blocking_int")
     feed.write(conn, 0, [[1]])
@@ -30,8 +38,11 @@ def test_the_safe_point_never_passes_a_pending_write(fresh: Any, mssql: Server, 
         w = feed.lock(writer, 0)
         run(writer, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
         sp = feed.safe_point(reader, 0)
-        assert sp["pending"] == 1 and sp["safe_point"] == head
-        assert sp["safe_point"] < _first_ulid(w.ulid_high, w.ulid_low)
+        # The lock call moved the head past the block; the pending session holds the safe
+        # point just below it, at or above the previous head.
+        assert sp["head"] == _first_ulid(w.ulid_high, w.ulid_low + BLOCK - 1)
+        assert sp["pending"] == 1
+        assert sp["safe_point"] == _below(_first_ulid(w.ulid_high, w.ulid_low)) >= head
         assert [r[1] for r in feed.read_all(reader, 0)] == [1]
         run(writer, feed.publish_sql())
         sp = feed.safe_point(reader, 0)
@@ -41,21 +52,72 @@ def test_the_safe_point_never_passes_a_pending_write(fresh: Any, mssql: Server, 
 
 
 def test_the_pending_term_bounds_the_safe_point(fresh: Any, mssql: Server, conn: Any) -> None:
-    """Defence in depth (S2): were a pending write's block ever at or below the head, the
-    safe point would stop just below it, with a correct 128-bit decrement."""
+    """S2: a pending write's block is at or below the head (its lock call moved the head
+    past it), and the safe point stops just below its first ULID, with a correct 128-bit
+    decrement at the edges of ulid_low."""
     feed: LiveFeed = fresh("blocking_int")
     feed.write(conn, 0, [[1]])
     head = feed.safe_point(conn, 0)["head"]
     with mssql.connection() as writer:
         w = feed.lock(writer, 0)
+        allocated = feed.safe_point(conn, 0)["head"]
+        assert allocated == _first_ulid(w.ulid_high, w.ulid_low + BLOCK - 1)
         session = f"where shard_id = 0 and write_id = {lit(w.write_id)}"
         for first in (head, head[:8] + bytes(8), head[:8] + b"\x80" + bytes(7)):
             run(conn, f"update {feed.obj('session')} set first_ulid = {lit(first)} {session};")
-            below = int.from_bytes(first, "big") - 1
-            expected = min(int.from_bytes(head, "big"), below).to_bytes(16, "big")
-            assert feed.safe_point(conn, 0)["safe_point"] == expected
+            assert feed.safe_point(conn, 0)["safe_point"] == min(allocated, _below(first))
         feed.abort(writer)
-    assert feed.safe_point(conn, 0)["safe_point"] == head
+    # Released: the block is abandoned, never committed, and the safe point moves over it.
+    assert feed.safe_point(conn, 0)["safe_point"] == allocated
+
+
+def test_the_next_writer_allocates_while_the_previous_commit_is_in_flight(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """Protocol 2 (4.3, 4.4): A runs update_state but has not committed yet. B's lock call
+    neither reaps A (its session row is locked: readpast) nor waits for A's commit, and
+    allocates above A's block. B may even commit first: the safe point stays below A's
+    block until A commits, so no reader sees B's events before A's."""
+    feed: LiveFeed = fresh("blocking_int")
+    hint = dt.datetime(2024, 2, 29, 12, 0, 0)
+    with (
+        mssql.connection() as a,
+        mssql.connection(timeout=30) as b,
+        mssql.connection() as reader,
+    ):
+        wa = feed.lock(a, 0, hint)
+        run(a, "begin transaction;\n" + feed.insert_events_sql(0, [[1]]))
+        run(a, f"exec {feed.obj('update_state')};")  # the commit is still to come
+
+        started = time.monotonic()
+        wb = feed.lock(b, 0, hint, stall_timeout_ms=10000, lock_probe_ms=20)
+        assert time.monotonic() - started < 2
+        # Same time hint: B continues the state row, which A's lock call moved past A's block.
+        assert (wb.ulid_high, wb.ulid_low) == (wa.ulid_high, wa.ulid_low + BLOCK)
+        below_a = _below(_first_ulid(wa.ulid_high, wa.ulid_low))
+
+        sp = feed.safe_point(reader, 0)
+        assert sp["pending"] == 2 and sp["safe_point"] == below_a
+        assert sp["head"] == _first_ulid(wb.ulid_high, wb.ulid_low + BLOCK - 1)
+
+        # B commits before A: its events are committed, yet the safe point stays below A.
+        run(b, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
+        run(b, feed.publish_sql())
+        sp = feed.safe_point(reader, 0)
+        assert sp["pending"] == 1 and sp["safe_point"] == below_a
+        assert feed.read_all(reader, 0) == []
+
+        run(a, "commit;")
+        sp = feed.safe_point(reader, 0)
+        assert sp["pending"] == 0 and sp["safe_point"] == sp["head"]
+        assert [r[1] for r in feed.read_all(reader, 0)] == [1, 2]
+    [session_a] = run(
+        conn,
+        f"select state, end_reason from {feed.obj('session')} "
+        f"where shard_id = 0 and write_id = {lit(wa.write_id)};",
+    )
+    assert session_a == (1, "committed")
+    assert feed.incidents(conn, 0) == []
 
 
 def test_a_tombstoned_write_cannot_commit(fresh: Any, mssql: Server, conn: Any) -> None:
@@ -70,7 +132,12 @@ def test_a_tombstoned_write_cannot_commit(fresh: Any, mssql: Server, conn: Any) 
         assert feed.tombstone(reader, 0, w.session_id, w.write_id) is True
         assert feed.tombstone(reader, 0, w.session_id, w.write_id) is False
         assert feed.safe_point(reader, 0)["pending"] == 0
-        expect_error(writer, feed.publish_sql(), number=51012, text="was abandoned (tombstoned)")
+        expect_error(
+            writer,
+            feed.publish_sql(),
+            number=51012,
+            text="was abandoned (tombstoned; lock generation 0 -> 1)",
+        )
         feed.abort(writer)
         [incident] = feed.incidents(conn, 0)
         assert incident["reason"] == "tombstone" and incident["holder_session_id"] == w.session_id
@@ -123,7 +190,7 @@ def test_tombstone_and_commit_race_with_exactly_one_winner(
                 committed.append(key)
             else:
                 assert outcome["tombstone"] is True, (key, outcome)
-                assert "was abandoned (tombstoned)" in str(outcome["commit"])
+                assert "was abandoned (tombstoned;" in str(outcome["commit"])
                 feed.abort(writer)
         assert sorted(r[1] for r in feed.read_all(reader, 0)) == committed
     incidents = feed.incidents(conn, 0)

@@ -59,7 +59,7 @@ def test_setup_creates_every_object_and_a_second_setup_is_a_no_op(
         f"select mode, protocol_version from {feed.schema}.[feeds] "
         f"where feed_id = {lit(feed.spec['feed_id'])};",
     )
-    assert row == [(feed.spec["mode"], 1)]
+    assert row == [(feed.spec["mode"], feed.spec["protocol_version"])]
 
 
 def test_upgrade_recreates_procedures_and_keeps_data(fresh: Any, conn: Any) -> None:
@@ -69,6 +69,35 @@ def test_upgrade_recreates_procedures_and_keeps_data(fresh: Any, conn: Any) -> N
     assert feed.count(conn, "feed") == 1
     feed.write(conn, 0, [[2]])
     assert [r[1] for r in feed.read_all(conn, 0)] == [1, 2]
+
+
+def test_upgrade_from_protocol_1_abandons_pending_protocol_1_writes(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """A write whose lock call ran under protocol 1 never moved the state row past its
+    block, so the upgrade to protocol 2 abandons pending writes: their commit fails (51012)
+    instead of leaving events above the head. Simulated by registering protocol 1 while a
+    write is pending."""
+    feed = fresh("blocking_int")
+    registry = f"{feed.schema}.[feeds] where feed_id = {lit(feed.spec['feed_id'])}"
+    with mssql.connection() as writer:
+        w = feed.lock(writer, 0)
+        run(writer, "begin transaction;\n" + feed.insert_events_sql(0, [[1]]))
+        run(conn, f"update {registry.replace(' where', ' set protocol_version = 1 where')};")
+        assert feed.upgrade(conn) == "upgraded"
+        assert scalar(conn, f"select protocol_version from {registry};") == 2
+        reason = scalar(
+            conn,
+            f"select end_reason from {feed.obj('session')} "
+            f"where shard_id = 0 and write_id = {lit(w.write_id)};",
+        )
+        assert reason == "upgraded"
+        expect_error(writer, feed.publish_sql(), number=51012, text="was abandoned (upgraded)")
+        feed.abort(writer)
+    feed.write(conn, 0, [[2]])
+    assert [r[1] for r in feed.read_all(conn, 0)] == [2]
+    sp = feed.safe_point(conn, 0)
+    assert sp["pending"] == 0 and sp["safe_point"] == sp["head"]
 
 
 def test_changed_options_upgrade_through_setup(fresh: Any, conn: Any) -> None:

@@ -33,8 +33,9 @@ def test_a_frozen_holder_is_burned_and_cannot_commit(fresh: Any, mssql: Server, 
         waited = time.monotonic() - started
         assert 1.4 < waited < 8, waited
 
-        # Same time hint, so the new block continues the state, past the retired block of
-        # the holder: no primary key collision with its uncommitted row.
+        # Same time hint, so the new block continues the state, which the holder's lock
+        # call already moved past its block: no primary key collision with its
+        # uncommitted row, and nothing for the burn to retire.
         assert (w.ulid_high, w.ulid_low) == (h.ulid_high, h.ulid_low + BLOCK)
         started = time.monotonic()
         run(waiter, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
@@ -51,7 +52,12 @@ def test_a_frozen_holder_is_burned_and_cannot_commit(fresh: Any, mssql: Server, 
         assert state is not None and state["generation"] == 1
 
         # The stalled holder wakes up: its commit fails, naming why.
-        expect_error(holder, feed.publish_sql(), number=51012, text="was abandoned (stall)")
+        expect_error(
+            holder,
+            feed.publish_sql(),
+            number=51012,
+            text="was abandoned (stall; lock generation 0 -> 1)",
+        )
         feed.abort(holder)
 
     assert [r[1] for r in feed.read_all(conn, 0)] == [2]
