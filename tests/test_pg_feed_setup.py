@@ -29,7 +29,7 @@ from tests.pg_feed_support import (
     upgrade_feed,
 )
 
-from changefeed.client import PostgresFeed
+from changefeed.client import PostgresFeed, WriteAbandoned
 
 pytestmark = pytest.mark.postgres
 
@@ -190,7 +190,7 @@ def test_changed_options_replace_the_routines_in_place_and_keep_the_data(
 
 
 def test_upgrade_replaces_routines_and_an_old_protocol_version_asks_for_it(
-    dbt: Any, admin: psycopg.Connection[Any]
+    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
 ) -> None:
     create_table(admin, "cf_upgrade", "orders", "order_id bigint primary key")
     teardown_feed(dbt, "cf_upgrade", "orders")
@@ -208,7 +208,12 @@ def test_upgrade_replaces_routines_and_an_old_protocol_version_asks_for_it(
         setup_feed(dbt, "cf_upgrade", "orders", "blocking")
     before = object_oids(admin, names)
     versions = _catalog_versions(admin, before)
-    upgrade_feed(dbt, "cf_upgrade", "orders", "blocking")
+    # A write locked before the upgrade allocated its block the protocol 1 way as far as the
+    # new update_state knows: the upgrade abandons it, and its commit fails with CF001.
+    feed = PostgresFeed("cf_upgrade.orders")
+    with connect(pg_uri) as conn, pytest.raises(WriteAbandoned), feed.write(conn, 0) as w:
+        w.insert_events([(1,)])
+        upgrade_feed(dbt, "cf_upgrade", "orders", "blocking")
     after = object_oids(admin, names)
     assert after == before  # same identities: in-flight calls survive an upgrade
     assert _catalog_versions(admin, after)["read_feed"] != versions["read_feed"]  # rewritten

@@ -23,11 +23,22 @@ declare
   r record;
 begin
   perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('changefeed/setup', 0));
-  select f.mode, f.key_signature into r from {{ registry }} as f where f.feed_id = {{ ctx['lit_feed'] }};
+  select f.mode, f.key_signature, f.protocol_version into r from {{ registry }} as f where f.feed_id = {{ ctx['lit_feed'] }};
   if not found or r.mode <> {{ lit(spec['mode']) }} or r.key_signature <> {{ lit(signature) }} then
     raise exception using errcode = 'CF008',
       message = 'changefeed: the feed ' || {{ ctx['lit_feed'] }} || ' changed while it was being upgraded; run upgrade_feed again';
   end if;
+{%- if spec['mode'] == 'blocking' %}
+  -- A write whose lock call ran protocol 1 allocated its block without moving the state row
+  -- (its update_state did that); protocol 2's update_state does not, so such a write would
+  -- commit events the next writer's block could overlap. Abandon it: it fails with CF001
+  -- and is retried under protocol 2. (Upgrade while writers are quiet: a protocol 1 lock
+  -- call still running when this commits is not covered.)
+  if r.protocol_version < 2 then
+    update {{ ctx['q']['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
+     where se.state = 0;
+  end if;
+{%- endif %}
 {#- `create or replace` (not drop + create): calls running during the upgrade finish on the
     old body. A future protocol version that changes a routine's signature must drop that
     routine explicitly here. -#}
