@@ -176,6 +176,8 @@ def main() -> int:
         model = f"consume_{name}_feed"
         seconds, _ = timed(lambda model=model: dbt.invoke(["run", "--select", model], "spark"))
         print(f"{model}: first run over {history:,} events in {seconds:.1f} s", flush=True)
+        first = int(spark.sql(f"select count(*) from {SCHEMA}.{model}").first()[0])
+        assert first == history, (model, first, history)
         write_events(pg.uri, feeds[name], 5_000_000_000, args.new, per_tx=1_000)
         land_options = {"connection": pg.uri, "feed": feeds[name], "payload": "true"}
         land_seconds, landed = timed(lambda t=table, o=land_options: land(spark, o, t))
@@ -218,11 +220,12 @@ def main() -> int:
         "output partition (`changefeed_feed_batch`), and `feed_batch()` the output's "
         "partition list; all three are literals, so Spark prunes the feed to the new "
         "partitions. A landing reads its cursor (each shard's head) from the landed "
-        "table's newest batches backwards until every shard is found: here the newest "
-        f"batch of either feed ({args.events:,} and {args.history_batch:,} events), plus a "
-        "fixed cost per run (Spark jobs, "
-        "Python workers) that dominates small batches. A shard that has not landed for many "
-        "batches makes it read back to that shard's last batch. Wall times on a shared "
+        "table's newest batches backwards until every shard is found: here the small "
+        f"feed's one batch of {args.events:,} events and the big feed's last history batch "
+        f"of {args.big - (batches - 1) * args.history_batch:,}, plus a fixed cost per run "
+        "(Spark jobs, Python workers) that dominates small batches. A shard that has not "
+        "landed for many batches makes it read back to that shard's last batch. Wall times "
+        "on a shared "
         "2-core machine vary between runs with the load average (compare the rows of one "
         "run).",
     ]

@@ -14,7 +14,8 @@
 -#}
 
 {#- The highest registered changefeed_batch of `relation`; 0 if it has none or does not exist.
-    parquet: the metastore's partition list. delta/iceberg: their own metadata answers max(). -#}
+    parquet: the metastore's partition list, no data read. delta/iceberg (rendered, not run by
+    this package's tests): select max(changefeed_batch), left to their file statistics. -#}
 {% macro _spark_last_batch(relation) %}
   {%- set found = adapter.get_relation(relation.database, relation.schema, relation.identifier) -%}
   {%- if found is none -%}{{ return(0) }}{%- endif -%}
