@@ -2,7 +2,7 @@
   feed_batch(): the `changefeed_batch` value of a feed consumer's run. Every consumer
   selects it, because its output commits one new partition per run (docs/protocol.md
   11.6): 1 on a first run or --full-refresh, else one more than the highest committed
-  batch of the output.
+  batch of the output (parquet: from its partition list, as a literal, no data read).
 
   It is also where the consumer's table config is checked (parquet:
   materialized='incremental', incremental_strategy='insert_overwrite',
@@ -10,7 +10,8 @@
   'ulid'] or append), and, on a first run, where the location left by a killed earlier
   first run is cleared (11.5).
 
-    select e.shard_id, e.ulid, e.order_id, {{ changefeed.feed_batch() }} as changefeed_batch
+    select e.shard_id, e.ulid, e.order_id, e.changefeed_batch as changefeed_feed_batch,
+           {{ changefeed.feed_batch() }} as changefeed_batch
 -#}
 {% macro feed_batch() %}
   {%- if not execute -%}{{ return('cast(1 as bigint)') }}{%- endif -%}
@@ -30,7 +31,9 @@
   {%- if file_format == 'parquet' -%}
     {%- do changefeed._spark_check_partition_management('feed_batch') -%}
   {%- endif -%}
-  {%- if is_incremental() -%}
+  {%- if is_incremental() and file_format == 'parquet' -%}
+    {{ return('cast(' ~ (changefeed._spark_last_batch(this) + 1) ~ ' as bigint)') }}
+  {%- elif is_incremental() -%}
     {{ return(changefeed._spark_next_batch_sql(this)) }}
   {%- endif -%}
   {%- do changefeed._spark_prepare_first_write(this, file_format) -%}

@@ -1,17 +1,18 @@
 {#-
   feed_cursor(alias, output=this): the cursor filter of a feed consumer, a predicate
-  `<alias>.ulid > <cursor of the row's shard>`, where the cursor is the highest ULID of
-  that shard in the consumer's own committed output (docs/protocol.md 11.6): cursor and
-  output are the same rows, so they cannot disagree. Use it in the model's
-  is_incremental() branch; on a first run or a --full-refresh the consumer reads from
-  the start of the feed.
+  `<alias>.changefeed_batch > P`, where P is the feed batch the consumer has consumed up
+  to: the highest changefeed_feed_batch of its own committed output (docs/protocol.md
+  11.6). Cursor and output are the same rows, so they cannot disagree, and P is read
+  from the output's newest partition only. Use it in the model's is_incremental()
+  branch; on a first run or a --full-refresh the consumer reads from the start of the feed.
 
     {% if is_incremental() %}
       and {{ changefeed.feed_cursor('e') }}
     {% endif %}
 
   alias   the alias the FROM clause gives the feed
-  output  the consumer's output (default: this); it must have shard_id and ulid columns
+  output  the consumer's output (default: this); it must have a changefeed_feed_batch
+          column (the feed's changefeed_batch of each consumed event)
 -#}
 {% macro feed_cursor(alias, output=none) %}
   {%- do changefeed._spark_check_alias('feed_cursor', alias) -%}

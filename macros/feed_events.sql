@@ -1,7 +1,9 @@
 {#-
   feed_events(feed, output=none): a subquery of the feed's events from the consumer's
   cursor (if output is given) up to the safe point, i.e. feed_safe_point and
-  feed_cursor in one call. Its columns are the feed's, without changefeed_batch.
+  feed_cursor in one call. Its columns are the feed's, with the feed's changefeed_batch
+  renamed changefeed_feed_batch (the column a consumer's cursor is read from), so that
+  `select e.*, {{ changefeed.feed_batch() }} as changefeed_batch` is a complete consumer.
 
     from {{ changefeed.feed_events(ref('orders_feed'), this if is_incremental() else none) }} as e
 
@@ -24,7 +26,9 @@
 {% macro spark__feed_events(feed, output) %}
   {%- set columns = [] -%}
   {%- for column in adapter.get_columns_in_relation(feed) -%}
-    {%- if column.name | lower != 'changefeed_batch' -%}
+    {%- if column.name | lower == 'changefeed_batch' -%}
+      {%- do columns.append('changefeed_events.' ~ adapter.quote(column.name) ~ ' as changefeed_feed_batch') -%}
+    {%- else -%}
       {%- do columns.append('changefeed_events.' ~ adapter.quote(column.name)) -%}
     {%- endif -%}
   {%- endfor -%}

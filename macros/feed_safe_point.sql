@@ -1,12 +1,13 @@
 {#-
   feed_safe_point(feed, alias): the safe-point filter of a feed consumer, a predicate
-  `<alias>.ulid <= <safe point of the row's shard>`.
+  `<alias>.changefeed_batch <= M`, M being the feed's newest committed batch.
 
-  On Spark the safe point of a shard is its head, max(ulid) over the feed's committed
-  rows (docs/protocol.md 11.3). It is read when dbt runs the model, in a query of its
-  own before the model's statement, and rendered as literals, so the compiled SQL shows
-  the exact end of the run's window and a dbt unit test can override this macro
-  (overrides: macros: {changefeed.feed_safe_point: "true"}).
+  On Spark the safe point of a shard is its head (docs/protocol.md 11.3), and since a
+  shard's batches only move forward (F3), "every batch up to M" is "every shard up to its
+  head". M is read from the feed's partition list in the metastore when dbt runs the
+  model, before the model's statement, and rendered as a literal: the compiled SQL shows
+  the exact end of the run's window, Spark prunes the feed's partitions by it, and a dbt
+  unit test can override this macro (overrides: macros: {changefeed.feed_safe_point: "true"}).
 
     from {{ ref('orders_feed') }} as e
     where {{ changefeed.feed_safe_point(ref('orders_feed'), 'e') }}
@@ -26,5 +27,7 @@
 {% endmacro %}
 
 {% macro spark__feed_safe_point(feed, alias) %}
-  {{ return(changefeed._spark_safe_point_predicate(changefeed._spark_feed_heads(feed), alias)) }}
+  {#-- partitions that another session registered must be listed by the model's statement --#}
+  {%- do run_query('refresh table ' ~ feed) -%}
+  {{ return(changefeed._spark_safe_point_predicate(changefeed._spark_last_batch(feed), alias)) }}
 {% endmacro %}

@@ -36,7 +36,9 @@ API
     Any other dbt command, with the project, profile, target and temporary paths filled
     in; ``on_log(message)`` receives every ``log()`` message of the invocation.
 
-Helpers: ``call(macro, *args, package="changefeed") -> str`` writes the snippet
+Helpers: ``package_project(root, name, models) -> Path`` writes a scratch dbt project that
+installs this package (for ``project_dir``); ``call(macro, *args, package="changefeed")
+-> str`` writes the snippet
 ``{{ changefeed.macro('arg', ...) }}`` (arguments as Jinja string literals), and
 ``sqlserver_calls(macro, *arg_lists) -> list[str]`` one ``sqlserver__<macro>`` call per
 argument list.
@@ -100,6 +102,21 @@ def sqlserver_calls(macro: str, *arg_lists: Sequence[str]) -> list[str]:
     "{{ changefeed.sqlserver__ulid_timestamp('y') }}"
     """
     return [call("sqlserver__" + macro, *args) for args in arg_lists]
+
+
+def package_project(root: Path, name: str, models: Mapping[str, str]) -> Path:
+    """A dbt project at ``root`` that installs this package and uses the harness's profile,
+    with ``models`` (file name -> text) in ``models/``; for a ``DbtHarness(project_dir=...)``."""
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "dbt_project.yml").write_text(
+        f"name: {name}\nversion: '0.1.0'\nconfig-version: 2\n"
+        "profile: changefeed_integration_tests\nmodel-paths: ['models']\n"
+        "packages-install-path: \"{{ env_var('CHANGEFEED_DBT_PACKAGES_DIR', 'dbt_packages') }}\"\n"
+    )
+    (root / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
+    for file_name, text in models.items():
+        (root / "models" / file_name).write_text(text)
+    return root
 
 
 def call(macro: str, *args: str, package: str = "changefeed") -> str:

@@ -955,8 +955,8 @@ def test_others_spark_udfs_guide(spark: Any, tmp_path: Path) -> None:
     assert [tuple(r) for r in rows] == [("01ARZ3NDEKTSV4RRFFQ69G5FAV", "2016-07-30 23:54:10.259")]
 
 
-SPARK_CONSUMER = ("docs/spark.md", "880e4bd85b88")
-SPARK_FILTERING_CONSUMER = ("docs/spark.md", "47c75b7a53b8")
+SPARK_CONSUMER = ("docs/spark.md", "9a57ef17e1a1")
+SPARK_FILTERING_CONSUMER = ("docs/spark.md", "e59293553587")
 SPARK_PUBLISHER = ("docs/spark.md", "ccce15a271b8")
 SPARK_SOURCES = ("docs/spark.md", "8b85ab02ecd5")
 OTHERS.update({

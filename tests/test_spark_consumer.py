@@ -31,7 +31,6 @@ from tests.sparkfeed_driver import (
 pytestmark = pytest.mark.spark
 
 UNIT = "cf_unit_consumer"
-ZERO = b"\x00" * 16
 
 
 def u(ms: int, n: int) -> bytes:
@@ -85,13 +84,9 @@ def test_write_batch_refuses_to_go_backwards(spark: Any, feed: str) -> None:
         write_batch(spark, feed, frame(spark, [(1, b"\xff" * 15, 9, "short")]))
 
 
-def test_safe_point_is_each_shards_head_as_literals(spark: Any, dbt: Any, feed: str) -> None:
+def test_safe_point_is_the_newest_batch_as_a_literal(spark: Any, dbt: Any, feed: str) -> None:
     sql = dbt.render("{{ changefeed.feed_safe_point(" + rel("feed") + ", 'e') }}", "spark")
-    flat = " ".join(sql.split())
-    assert flat == (
-        f"(e.ulid <= case e.shard_id when 0 then X'{u(20, 2).hex().upper()}' "
-        f"when 1 then X'{u(10, 2).hex().upper()}' end)"
-    )
+    assert sql == "(e.changefeed_batch <= 2)", "every shard up to its head (F3)"
     got = spark.sql(f"select order_id from {feed} as e where {sql}").collect()
     assert sorted(r[0] for r in got) == [1, 2, 3, 4]
 
@@ -103,26 +98,40 @@ def test_safe_point_of_an_empty_feed_reads_nothing(spark: Any, dbt: Any) -> None
     assert sql == "false"
 
 
-def test_cursor_is_the_outputs_highest_ulid_per_shard(spark: Any, dbt: Any, feed: str) -> None:
-    # the consumer has read shard 0 up to u(10, 1) and nothing of shard 1
-    frame(spark, [(0, u(10, 1), 1, "a")]).createOrReplaceTempView("cf_unit_output")
-    output = "api.Relation.create(identifier='cf_unit_output')"
-    sql = dbt.render("{{ changefeed.feed_cursor('e', " + output + ") }}", "spark")
-    assert "from cf_unit_output as changefeed_cursor" in sql and ZERO.hex().upper() in sql
+def output_table(spark: Any, name: str, rows: str) -> str:
+    """A consumer output: (shard_id, ulid, changefeed_feed_batch, changefeed_batch) ``rows``."""
+    spark.sql(f"drop table if exists {UNIT}.{name}")
+    spark.sql(
+        f"create table {UNIT}.{name} (shard_id int, ulid binary, changefeed_feed_batch bigint, "
+        "changefeed_batch bigint) using parquet partitioned by (changefeed_batch)"
+    )
+    if rows:
+        spark.sql(f"insert into {UNIT}.{name} values {rows}")
+    return rel(name)
+
+
+def test_cursor_is_the_feed_batch_the_output_consumed(spark: Any, dbt: Any, feed: str) -> None:
+    # the consumer's newest run (its batch 2) consumed the feed up to its batch 1
+    output = output_table(spark, "output", f"(0, X'{u(10, 1).hex()}', 1, 2), (9, X'00', 0, 1)")
+    empty = output_table(spark, "output_empty", "")
+    sql, from_start = dbt.render_many(
+        ["{{ changefeed.feed_cursor('e', " + output + ") }}",
+         "{{ changefeed.feed_cursor('e', " + empty + ") }}"], "spark")  # fmt: skip
+    assert (sql, from_start) == ("(e.changefeed_batch > 1)", "(e.changefeed_batch > 0)")
     got = spark.sql(f"select order_id from {feed} as e where {sql}").collect()
-    assert sorted(r[0] for r in got) == [2, 3, 4]
+    assert sorted(r[0] for r in got) == [3, 4]
 
 
 def test_feed_events_is_safe_point_and_cursor(spark: Any, dbt: Any, feed: str) -> None:
-    frame(spark, [(0, u(20, 1), 3, "c")]).createOrReplaceTempView("cf_unit_output2")
-    output = "api.Relation.create(identifier='cf_unit_output2')"
+    output = output_table(spark, "output2", f"(0, X'{u(10, 1).hex()}', 1, 1)")
     sql = dbt.render(
         "select * from {{ changefeed.feed_events(" + rel("feed") + ", " + output + ") }} as e",
         "spark",
     )
     result = spark.sql(sql)
-    assert result.columns == ["shard_id", "ulid", "order_id", "status"], "no changefeed_batch"
-    assert sorted(r["order_id"] for r in result.collect()) == [2, 4]
+    columns = ["shard_id", "ulid", "order_id", "status", "changefeed_feed_batch"]
+    assert result.columns == columns, "the feed's changefeed_batch, renamed"
+    assert sorted(r["order_id"] for r in result.collect()) == [3, 4]
     whole = dbt.render(
         "select * from {{ changefeed.feed_events(" + rel("feed") + ") }} as e", "spark"
     )
@@ -209,14 +218,14 @@ def rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[Any, ..
 
 
 def expected_consumer(batches: tuple[int, ...], keep: Any = None) -> Counter[tuple[Any, ...]]:
-    """What CONSUMER (status upper-cased) should hold: every landed event once, in the
-    consumer batch = the round that landed it."""
+    """What CONSUMER (status upper-cased) should hold: every landed event once, with its
+    feed batch, in the consumer batch = the round that landed it (= the feed batch)."""
     out: Counter[tuple[Any, ...]] = Counter()
     for n in batches:
         for shard, ulid, order_id, status in landed_rows(n):
             if keep is None or keep(status):
                 shown = status.upper() if keep is None else status
-                out[(shard, ulid.upper(), order_id, shown, n)] += 1
+                out[(shard, ulid.upper(), order_id, shown, n, n)] += 1
     return out
 
 
@@ -281,10 +290,10 @@ def test_compiled_sql_shows_the_window(scenario: dict[str, Any]) -> None:
     target = scenario["workdir"] / f"target-{KILL}"
     model = Path("changefeed_integration_tests", "models", "spark", f"{CONSUMER}.sql")
     sql = (target / "compiled" / model).read_text()
-    heads = {s: max(r[1] for r in landed_rows(2) if r[0] == s) for s in (0, 1)}
-    for shard, head in heads.items():
-        assert f"when {shard} then X'{head.upper()}'" in sql, "the safe point literals"
-    assert "select max(changefeed_cursor.ulid)" in sql
+    flat = " ".join(sql.split())
+    assert "(e.changefeed_batch <= 2)" in flat, "the safe point: the feed's newest batch"
+    assert "(e.changefeed_batch > 1)" in flat, "the cursor: the feed batch consumed so far"
+    assert "cast(2 as bigint) as changefeed_batch" in flat, "the run's batch, a literal"
     statement = (target / "run" / model).read_text()
     assert "insert overwrite table cf_kill.cf_orders_consumer" in statement
 

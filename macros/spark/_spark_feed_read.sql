@@ -1,50 +1,89 @@
 {#-
-  Reading a Spark feed (docs/protocol.md 11.3 and 11.6): the safe point of each shard is
-  its head, max(ulid) over the committed rows. It is read here, in a statement of its
-  own that runs before the model's statement lists the feed's partitions, and rendered
-  into the model's SQL as literals.
+  Reading a Spark feed (docs/protocol.md 11.3 and 11.6) from metadata and the newest
+  partitions only, so that a consumer's run costs what its new events cost, whatever the
+  size of the feed or of its own output:
+
+  * the safe point is the feed's newest registered batch M (its partition list in the
+    metastore: no data read). Batches are monotonic per shard (F3), so `changefeed_batch
+    <= M` is exactly `ulid <= head of the shard` for every shard;
+  * the cursor is the feed batch P that the consumer has consumed up to: the highest
+    `changefeed_feed_batch` in its output's newest partition (output batches only move
+    forward, so that partition holds the highest);
+  * both are rendered as literal bounds on the feed's partition column, so Spark reads
+    the partitions in (P, M] and no other.
 -#}
 
-{#- [(shard_id, 'HEX' of the head)], in shard order; [] for an empty feed. -#}
-{% macro _spark_feed_heads(feed) %}
-  {%- do run_query('refresh table ' ~ feed) -%}
-  {%- set rows = run_query(
-      'select shard_id, hex(max(ulid)) as head from ' ~ feed
-      ~ ' where shard_id is not null group by shard_id order by shard_id') -%}
-  {%- set heads = [] -%}
-  {%- for row in rows.rows -%}
-    {%- do heads.append((row[0] | int, row[1] | string)) -%}
-  {%- endfor -%}
-  {{ return(heads) }}
-{% endmacro %}
-
-
-{#- `<alias>.ulid <= <the shard's safe point>`; false for a shard (or feed) without one. -#}
-{% macro _spark_safe_point_predicate(heads, alias) %}
-  {%- if heads | length == 0 -%}
-    {{ return('false') }}
+{#- The highest registered changefeed_batch of `relation`; 0 if it has none or does not exist.
+    parquet: the metastore's partition list, no data read. delta/iceberg (rendered, not run by
+    this package's tests): select max(changefeed_batch), left to their file statistics. -#}
+{% macro _spark_last_batch(relation) %}
+  {%- set found = adapter.get_relation(relation.database, relation.schema, relation.identifier) -%}
+  {%- if found is none -%}{{ return(0) }}{%- endif -%}
+  {%- if found.is_delta or found.is_iceberg -%}
+    {%- set rows = run_query('select max(changefeed_batch) from ' ~ relation) -%}
+    {{ return((rows.rows[0][0] or 0) | int) }}
   {%- endif -%}
-  {%- set sql -%}
-({{ alias }}.ulid <= case {{ alias }}.shard_id
-{%- for shard, head in heads %}
-    when {{ shard }} then X'{{ head }}'
-{%- endfor %}
-end)
-  {%- endset -%}
-  {{ return(sql) }}
+  {%- set last = namespace(batch=0) -%}
+  {%- for row in run_query('show partitions ' ~ relation).rows -%}
+    {%- set key, _, value = (row[0] | string).partition('=') -%}
+    {%- if key | lower != 'changefeed_batch' or '/' in value -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: " ~ relation ~ " has the partition '" ~ row[0] ~ "'; a Spark feed and a"
+          ~ " consumer's output are partitioned by changefeed_batch and nothing else"
+          ~ " (docs/protocol.md 11.1)") }}
+    {%- endif -%}
+    {%- if value | int > last.batch -%}{%- set last.batch = value | int -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(last.batch) }}
 {% endmacro %}
 
 
-{#- `<alias>.ulid > <the consumer's cursor for the row's shard>`, the cursor being the
-    highest ULID of that shard in the consumer's committed output (16 zero bytes if none). -#}
+{#- `<alias>.changefeed_batch <= M`, M the feed's newest batch; false for an empty feed. -#}
+{% macro _spark_safe_point_predicate(last_batch, alias) %}
+  {%- if last_batch == 0 -%}{{ return('false') }}{%- endif -%}
+  {{ return('(' ~ alias ~ '.changefeed_batch <= ' ~ last_batch ~ ')') }}
+{% endmacro %}
+
+
+{#- `<alias>.changefeed_batch > P`, P the feed batch the consumer has consumed up to. In a
+    dbt unit test `output` is the test's rows, so P is computed in the query itself. -#}
 {% macro _spark_cursor_predicate(alias, output) %}
-  {%- set sql -%}
-({{ alias }}.ulid > coalesce((
-    select max(changefeed_cursor.ulid) from {{ output }} as changefeed_cursor
-    where changefeed_cursor.shard_id = {{ alias }}.shard_id
-), X'{{ '0' * 32 }}'))
-  {%- endset -%}
-  {{ return(sql) }}
+  {%- if changefeed._spark_in_unit_test() -%}
+    {{ return('(' ~ alias ~ '.changefeed_batch > (select coalesce(max(changefeed_feed_batch), 0) from '
+        ~ output ~ '))') }}
+  {%- endif -%}
+  {{ return('(' ~ alias ~ '.changefeed_batch > ' ~ changefeed._spark_consumed_batch(output) ~ ')') }}
+{% endmacro %}
+
+
+{#- The highest changefeed_feed_batch of the output's newest batch; 0 for an empty output. -#}
+{% macro _spark_consumed_batch(output) %}
+  {%- set found = adapter.get_relation(output.database, output.schema, output.identifier) -%}
+  {%- if found is none -%}{{ return(0) }}{%- endif -%}
+  {%- set names = adapter.get_columns_in_relation(output) | map(attribute='name') | map('lower') | list -%}
+  {%- if 'changefeed_feed_batch' not in names -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed.feed_cursor: the output " ~ output ~ " has no column changefeed_feed_batch."
+        ~ " A consumer's cursor is the feed batch it has consumed up to, read from its output:"
+        ~ " select e.changefeed_batch as changefeed_feed_batch (feed_events() returns it as"
+        ~ " changefeed_feed_batch; an aggregating consumer selects max(e.changefeed_batch)), then"
+        ~ " rebuild the output once with dbt run --full-refresh (docs/spark.md)") }}
+  {%- endif -%}
+  {%- if found.is_delta or found.is_iceberg -%}
+    {%- set sql = 'select max(changefeed_feed_batch) from ' ~ output -%}
+  {%- else -%}
+    {%- set newest = changefeed._spark_last_batch(output) -%}
+    {%- if newest == 0 -%}{{ return(0) }}{%- endif -%}
+    {%- set sql = 'select max(changefeed_feed_batch) from ' ~ output ~ ' where changefeed_batch = ' ~ newest -%}
+  {%- endif -%}
+  {%- set value = run_query(sql).rows[0][0] -%}
+  {%- if value is none -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed.feed_cursor: the newest rows of " ~ output ~ " have no changefeed_feed_batch, so"
+        ~ " the consumer's cursor is unknown; every output row must carry the feed batch of the"
+        ~ " event it consumed (e.changefeed_batch, or max(e.changefeed_batch) when aggregating)") }}
+  {%- endif -%}
+  {{ return(value | int) }}
 {% endmacro %}
 
 

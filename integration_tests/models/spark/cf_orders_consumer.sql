@@ -15,6 +15,7 @@ select
     e.ulid,
     e.order_id,
     upper(e.status) as status,
+    e.changefeed_batch as changefeed_feed_batch,
     {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ source('cf_spark', 'landed_orders') }} as e
 where {{ changefeed.feed_safe_point(source('cf_spark', 'landed_orders'), 'e') }}

@@ -13,6 +13,7 @@ select
     e.order_id,
     e.status,
     e.amount,
+    e.changefeed_batch as changefeed_feed_batch,
     {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ ref('cf_orders_published') }} as e
 where {{ changefeed.feed_safe_point(ref('cf_orders_published'), 'e') }}

@@ -11,8 +11,9 @@ Each run appends at most one batch, in the Spark feed format of docs/protocol.md
 section 11, so dbt-spark consumers read a landed feed exactly like a published one:
 
 1. the cursor of each shard is the table's committed ``max(ulid)`` for that shard (the
-   table is the only record of progress) and the batch number ``N`` is one more than
-   the table's highest;
+   table is the only record of progress), read from its newest batches backwards until
+   every shard is found, and the batch number ``N`` is one more than the table's highest
+   (its partition list);
 2. the source's safe point of each shard is read once (outbox feeds: after moving the
    outbox), and ``format("changefeed")`` reads ``(cursor, safe point]``;
 3. the rows are written as partition ``changefeed_batch=N`` with a dynamic
@@ -94,13 +95,14 @@ def land(
     with open_backend(options.connection, options.changefeed_schema) as backend:
         info = backend.describe(options.feed, options.payload)
         schema = _format.feed_table_schema(info.layout().spark_schema())
+        listed = backend.shards(info) if options.shards is None else list(options.shards)
         if _format.table_exists(spark, table):
             _format.check_table(spark, table, schema)
-            heads, last_batch = _format.committed_heads(spark, table)
+            heads, last_batch = _format.committed_heads(spark, table, listed)
         else:
             _format.create_table(spark, table, schema)
             heads, last_batch = {}, 0
-        shards = _shards(options, backend.shards(info) if options.shards is None else [], heads)
+        shards = _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
         cursors = {shard: max(heads.get(shard, ZERO), start) for shard in shards}
         if options.move_outbox:

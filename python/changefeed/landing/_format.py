@@ -10,7 +10,8 @@ Everything the landing knows about the format lives here:
   partition registration is the commit point and a killed write re-run replaces its
   unregistered directory (11.2);
 * the heads: per shard ``max(ulid)`` over the committed rows, which is the feed's safe
-  point and the landing's cursor (11.3, 11.6);
+  point and the landing's cursor (11.3, 11.6), read from the newest batches backwards
+  until every shard is found, so a landing reads its newest batches, not the table;
 * the first-write cleanup of an orphaned table location (11.5).
 
 The column names come from :mod:`changefeed.sparkfeed` (the format's Python module).
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.sparkfeed import BATCH_COLUMN, RESERVED_COLUMNS
+from changefeed.sparkfeed import BATCH_COLUMN, RESERVED_COLUMNS, committed_batches, newest_heads
 
 RESERVED = RESERVED_COLUMNS
 
@@ -157,19 +158,18 @@ def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def committed_heads(spark: Any, table: TableName) -> tuple[dict[int, bytes], int]:
-    """Per-shard ``max(ulid)`` and the highest batch, from the committed rows (one query).
+def committed_heads(
+    spark: Any, table: TableName, shards: list[int]
+) -> tuple[dict[int, bytes], int]:
+    """The heads of ``shards`` and the highest batch, from the
+    committed partitions: their list in the metastore, then the newest batches backwards
+    until every shard is found (a shard's head is in its newest batch, F3).
 
     ``refresh table`` first, so partitions registered by another session are listed.
     """
     spark.sql(f"refresh table {table.sql}")
-    rows = spark.sql(
-        f"select shard_id, max(ulid) as head, max({BATCH_COLUMN}) as batch "
-        f"from {table.sql} group by shard_id"
-    ).collect()
-    heads = {int(r["shard_id"]): bytes(r["head"]) for r in rows if r["shard_id"] is not None}
-    last = max((int(r["batch"]) for r in rows if r["batch"] is not None), default=0)
-    return heads, last
+    batches = committed_batches(spark, table.sql)
+    return newest_heads(spark, table.sql, batches, shards), max(batches, default=0)
 
 
 def write_batch(frame: Any, table: TableName, batch: int) -> None:

@@ -3,7 +3,8 @@
 A Spark feed is a catalog table ``(shard_id int, ulid binary, <key/payload columns>,
 changefeed_batch bigint)`` partitioned by ``changefeed_batch``. Each write is one batch,
 committed by the registration of its one new partition; heads, safe points and the
-next batch number are derived from the committed rows. dbt models publish and consume
+next batch number are derived from the committed partitions (their list in the
+metastore, and the newest of them for heads). dbt models publish and consume
 feeds with the ``changefeed.publish_feed`` / ``feed_*`` macros; this module is the same
 commit rule for Python writers such as a landing job:
 
@@ -19,7 +20,9 @@ from changefeed.sparkfeed._feed import (
     ULID_COLUMN,
     FeedOrderError,
     clear_orphan_location,
+    committed_batches,
     feed_heads,
+    newest_heads,
     next_batch,
     write_batch,
 )
@@ -31,7 +34,9 @@ __all__ = [
     "ULID_COLUMN",
     "FeedOrderError",
     "clear_orphan_location",
+    "committed_batches",
     "feed_heads",
+    "newest_heads",
     "next_batch",
     "write_batch",
 ]

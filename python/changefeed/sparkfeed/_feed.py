@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Final
 
 SHARD_COLUMN: Final = "shard_id"
@@ -27,20 +28,61 @@ def _exists(spark: Any, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
 
 
-def feed_heads(spark: Any, table: str) -> dict[int, bytes]:
+def feed_heads(spark: Any, table: str, shards: Iterable[int] | None = None) -> dict[int, bytes]:
     """Each shard's head (= safe point): max(ulid) over the committed rows.
 
-    Empty for a feed that does not exist yet.
+    With ``shards``, only those shards' heads are looked for, newest batches first, and
+    the reading stops once every one is found: a shard's head is in the newest batch that
+    has the shard (F3), so a feed whose shards all wrote recently costs its newest batch,
+    whatever its size. A shard without rows makes it read every batch. Heads of other
+    shards met on the way are returned too. Empty for a feed that does not exist yet.
     """
     table = _table(table)
     if not _exists(spark, table):
         return {}
     spark.sql(f"refresh table {table}")
-    rows = spark.sql(
-        f"select {SHARD_COLUMN}, max({ULID_COLUMN}) as head from {table} "
-        f"where {SHARD_COLUMN} is not null group by {SHARD_COLUMN}"
-    ).collect()
-    return {int(row[0]): bytes(row[1]) for row in rows}
+    return newest_heads(spark, table, committed_batches(spark, table), shards)
+
+
+def committed_batches(spark: Any, table: str) -> list[int]:
+    """The registered batch numbers, ascending: the metastore's partition list, no data read.
+
+    ``table`` is an existing feed table's name, ready for SQL.
+    """
+    batches = []
+    for row in spark.sql(f"show partitions {table}").collect():
+        key, _, value = str(row[0]).partition("=")
+        if key.lower() != BATCH_COLUMN or not value.isdigit():
+            raise ValueError(
+                f"{table} has the partition {row[0]!r}; a Spark feed is partitioned by "
+                f"{BATCH_COLUMN} and nothing else (docs/protocol.md 11.1)"
+            )
+        batches.append(int(value))
+    return sorted(batches)
+
+
+def newest_heads(
+    spark: Any, table: str, batches: list[int], shards: Iterable[int] | None
+) -> dict[int, bytes]:
+    """Heads read from the newest of ``batches`` backwards, in ranges that double (1, 2,
+    4, ... batches), until every shard of ``shards`` is found; all batches when ``shards``
+    is None. Each range is a literal partition filter, so Spark reads only its partitions.
+    """
+    wanted = None if shards is None else set(shards)
+    heads: dict[int, bytes] = {}
+    end, size = len(batches), 1
+    while end > 0 and (wanted is None or not wanted <= heads.keys()):
+        start = 0 if wanted is None else max(0, end - size)
+        rows = spark.sql(
+            f"select {SHARD_COLUMN}, max({ULID_COLUMN}) as head from {table} "
+            f"where {BATCH_COLUMN} between {batches[start]} and {batches[end - 1]} "
+            f"and {SHARD_COLUMN} is not null group by {SHARD_COLUMN}"
+        ).collect()
+        for row in rows:
+            # a newer range has already given the shard's head (F3)
+            heads.setdefault(int(row[0]), bytes(row[1]))
+        end, size = start, size * 2
+    return heads
 
 
 def next_batch(spark: Any, table: str) -> int:
@@ -48,8 +90,7 @@ def next_batch(spark: Any, table: str) -> int:
     table = _table(table)
     if not _exists(spark, table):
         return 1
-    value = spark.sql(f"select max({BATCH_COLUMN}) from {table}").collect()[0][0]
-    return 1 if value is None else int(value) + 1
+    return max(committed_batches(spark, table), default=0) + 1
 
 
 def _schema_location(spark: Any, schema: str) -> str:
@@ -110,7 +151,7 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
     ).collect()
     if not stats:
         return 0
-    heads = feed_heads(spark, table)
+    heads = feed_heads(spark, table, [int(row[0]) for row in stats if row[0] is not None])
     for row in stats:
         shard, low, bad = row[0], row[1], row[3]
         if shard is None or bad:

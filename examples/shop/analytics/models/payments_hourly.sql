@@ -1,13 +1,14 @@
 {#-
   Consumer of the payments feed that aggregates: per run, shard and hour, the number of
-  payments and their sum. An aggregating consumer keeps the highest ULID it consumed of
-  each group (`ulid`), so that max(ulid) per shard, its cursor, is the last event it
-  consumed (docs/protocol.md 11.6).
+  payments and their sum. An aggregating consumer keeps the highest feed batch it
+  consumed of each group (`changefeed_feed_batch`): its cursor is the highest of its
+  newest run (docs/protocol.md 11.6). `ulid` keeps each group's last event.
 -#}
 with payments as (
     select
         e.shard_id,
         max(e.ulid) as ulid,
+        max(e.changefeed_feed_batch) as changefeed_feed_batch,
         date_trunc('HOUR', e.payload.paid_at) as hour,
         count(*) as payments,
         sum(e.payload.amount) as revenue
@@ -15,5 +16,5 @@ with payments as (
     group by e.shard_id, date_trunc('HOUR', e.payload.paid_at)
 )
 
-select shard_id, ulid, hour, payments, revenue, {{ changefeed.feed_batch() }} as changefeed_batch
+select shard_id, ulid, hour, payments, revenue, changefeed_feed_batch, {{ changefeed.feed_batch() }} as changefeed_batch
 from payments
