@@ -31,8 +31,10 @@ begin
 {#- `create or replace` (not drop + create): calls running during the upgrade finish on the
     old body. A future protocol version that changes a routine's signature must drop that
     routine explicitly here. -#}
+{{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) }}
   update {{ registry }} as f
      set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,
          names = {{ lit(tojson(ctx['n'])) }}::jsonb, updated_at = pg_catalog.now()
