@@ -43,7 +43,8 @@ begin
 end;
   {%- endset -%}
   {%- do out.append(header) -%}
-  {%- for statement in changefeed._sqlserver_code_statements(c) + changefeed._sqlserver_grant_statements(c) -%}
+  {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_code_statements(c)
+                       + changefeed._sqlserver_grant_statements(c) -%}
     {%- do out.append(statement) -%}
   {%- endfor -%}
   {%- set footer -%}

@@ -1752,6 +1752,12 @@ exec @rc = sp_getapplock
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 
+if object_id(N'[shop].[capture:changefeed.shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop trigger [shop].[capture:changefeed.shop.order_lines];
+end;
+
 if object_id(N'[changefeed].[read_feed:shop.order_lines]') is not null
 begin
     set @found = 1;

@@ -1770,6 +1770,12 @@ exec @rc = sp_getapplock
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 
+if object_id(N'[we''ird]]]] sch;ema].[capture:changefeed.we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]') is not null
+begin
+    set @found = 1;
+    drop trigger [we'ird]]]] sch;ema].[capture:changefeed.we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+end;
+
 if object_id(N'[changefeed].[read_feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]') is not null
 begin
     set @found = 1;

@@ -1748,6 +1748,12 @@ exec @rc = sp_getapplock
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 
+if object_id(N'[shop].[capture:changefeed.shop.orders]') is not null
+begin
+    set @found = 1;
+    drop trigger [shop].[capture:changefeed.shop.orders];
+end;
+
 if object_id(N'[changefeed].[read_feed:shop.orders]') is not null
 begin
     set @found = 1;

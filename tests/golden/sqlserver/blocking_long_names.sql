@@ -1752,6 +1752,12 @@ exec @rc = sp_getapplock
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 
+if object_id(N'[long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon].[capture:changefeed.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~701f2481]') is not null
+begin
+    set @found = 1;
+    drop trigger [long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon].[capture:changefeed.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~701f2481];
+end;
+
 if object_id(N'[changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd]') is not null
 begin
     set @found = 1;

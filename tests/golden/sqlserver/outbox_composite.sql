@@ -738,6 +738,8 @@ begin
     end;
     select @released as released;
 end';
+if object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') is not null
+    exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.order_lines]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';
@@ -1300,6 +1302,9 @@ begin
     select @released as released;
 end';
 
+if object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') is not null
+    exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.order_lines]';
+
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
@@ -1336,6 +1341,12 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+if object_id(N'[shop].[capture:changefeed.shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop trigger [shop].[capture:changefeed.shop.order_lines];
+end;
 
 if object_id(N'[changefeed].[read_feed:shop.order_lines]') is not null
 begin

@@ -759,6 +759,8 @@ begin
     end;
     select @released as released;
 end';
+if object_id(N'[we''ird]]]] sch;ema].[capture:changefeed.we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]', N'TR') is not null
+    exec sp_executesql N'drop trigger [we''ird]]]] sch;ema].[capture:changefeed.we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 exec sp_executesql N'grant select on object::[changefeed].[feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_reader:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
@@ -1336,6 +1338,9 @@ begin
     select @released as released;
 end';
 
+if object_id(N'[we''ird]]]] sch;ema].[capture:changefeed.we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]', N'TR') is not null
+    exec sp_executesql N'drop trigger [we''ird]]]] sch;ema].[capture:changefeed.we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
+
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
 
 exec sp_executesql N'grant update on object::[changefeed].[sequence:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀] to [changefeed_writer:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]';
@@ -1372,6 +1377,12 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+if object_id(N'[we''ird]]]] sch;ema].[capture:changefeed.we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]') is not null
+begin
+    set @found = 1;
+    drop trigger [we'ird]]]] sch;ema].[capture:changefeed.we'ird]]]] sch;ema.select 'x'; drop table [t]]]] -- æøå 日本 😀];
+end;
 
 if object_id(N'[changefeed].[read_feed:we''ird]]]] sch;ema.select ''x''; drop table [t]]]] -- æøå 日本 😀]') is not null
 begin

@@ -730,6 +730,8 @@ begin
     end;
     select @released as released;
 end';
+if object_id(N'[shop].[capture:changefeed.shop.orders]', N'TR') is not null
+    exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.orders]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant select on object::[changefeed].[feed:shop.orders] to [changefeed_reader:shop.orders]';
@@ -1290,6 +1292,9 @@ begin
     select @released as released;
 end';
 
+if object_id(N'[shop].[capture:changefeed.shop.orders]', N'TR') is not null
+    exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.orders]';
+
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders]';
 
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.orders] to [changefeed_writer:shop.orders]';
@@ -1326,6 +1331,12 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+if object_id(N'[shop].[capture:changefeed.shop.orders]') is not null
+begin
+    set @found = 1;
+    drop trigger [shop].[capture:changefeed.shop.orders];
+end;
 
 if object_id(N'[changefeed].[read_feed:shop.orders]') is not null
 begin

@@ -750,6 +750,8 @@ begin
     end;
     select @released as released;
 end';
+if object_id(N'[ledger].[capture:changefeed.ledger.entries]', N'TR') is not null
+    exec sp_executesql N'drop trigger [ledger].[capture:changefeed.ledger.entries]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:ledger.entries] to [changefeed_writer:ledger.entries]';
 exec sp_executesql N'grant select on object::[changefeed].[feed:ledger.entries] to [changefeed_reader:ledger.entries]';
@@ -1315,6 +1317,9 @@ begin
     select @released as released;
 end';
 
+if object_id(N'[ledger].[capture:changefeed.ledger.entries]', N'TR') is not null
+    exec sp_executesql N'drop trigger [ledger].[capture:changefeed.ledger.entries]';
+
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries]';
 
 exec sp_executesql N'grant update on object::[changefeed].[sequence:ledger.entries] to [changefeed_writer:ledger.entries]';
@@ -1351,6 +1356,12 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+if object_id(N'[ledger].[capture:changefeed.ledger.entries]') is not null
+begin
+    set @found = 1;
+    drop trigger [ledger].[capture:changefeed.ledger.entries];
+end;
 
 if object_id(N'[changefeed].[read_feed:ledger.entries]') is not null
 begin
