@@ -439,3 +439,21 @@ def test_hostile_names(
     assert len(triggers(admin, schema, table)) == 4
     assert teardown_feed(dbt, schema, table)[0].endswith("torn down")
     assert triggers(admin, schema, table) == {}
+
+
+def test_without_a_trigger_insert_outbox_rides_in_the_writers_pipeline(
+    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    """docs/postgres.md: a writer that cannot use a trigger sends its statement,
+    insert_outbox and the commit in one pipeline (insert_outbox reads no result)."""
+    create_table(admin, "cf_capture", "piped", "order_id bigint primary key")
+    teardown_feed(dbt, "cf_capture", "piped")
+    setup_feed(dbt, "cf_capture", "piped", "outbox")
+    feed = PostgresFeed("cf_capture.piped")
+    with connect(pg_uri) as conn:
+        feed.info(conn)  # names are read once, outside the pipeline
+        with conn.pipeline(), conn.transaction():
+            conn.execute("insert into cf_capture.piped values (1), (2)")
+            feed.insert_outbox(conn, 0, [(1,), (2,)])
+        assert [e.key for e in feed.read_page(conn, 0).events] == [(1,), (2,)]
+    teardown_feed(dbt, "cf_capture", "piped")
