@@ -12,6 +12,7 @@ hostile names.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -349,9 +350,19 @@ def test_changing_capture_and_shard_is_applied_in_place(
     assert shards_of("insert into cf_capture.items values ('d', 2)") == [2]
     assert registry_row(admin, "cf_capture.items")["options"]["shard"] == "region"  # type: ignore[index]
 
-    # upgrade_feed applies the config it is given, like setup
-    upgrade_feed(dbt, "cf_capture", "items", "outbox", capture="trigger", shard="region + 1")
-    assert shards_of("insert into cf_capture.items values ('e', 2)") == [3]
+    # upgrade_feed re-creates the code with the registered capture, and refuses to change
+    # it: an upgrade run with the old arguments must not switch capture off.
+    for given, message in [
+        ({}, "registered with capture: trigger, shard: region, but upgrade_feed was given "
+             "capture: none. upgrade_feed keeps them"),
+        ({"capture": "trigger", "shard": "region + 1"},
+         "was given capture: trigger, shard: region + 1"),
+    ]:  # fmt: skip
+        with pytest.raises(DbtError, match=re.escape(message)):
+            upgrade_feed(dbt, "cf_capture", "items", "outbox", **given)
+    upgrade_feed(dbt, "cf_capture", "items", "outbox", capture="trigger", shard="region")
+    assert len(triggers(admin, "cf_capture", "items")) == 4
+    assert shards_of("insert into cf_capture.items values ('e', 2)") == [2]
 
     setup_feed(dbt, "cf_capture", "items", "outbox")  # back to capture: none
     assert triggers(admin, "cf_capture", "items") == {}

@@ -125,3 +125,15 @@ def test_hostile_and_long_names(fresh: Any, conn: Any, case: str) -> None:
         conn, f"select top (1) shard_id from {feed.obj('outbox')};"))  # fmt: skip
     assert len(feed.read_all(conn, shard)) == 1
     assert feed.teardown(conn) == "dropped"
+
+
+def test_upgrade_keeps_capture_and_refuses_to_switch_it_off(fresh: Any, conn: Any) -> None:
+    feed: LiveFeed = fresh("outbox_trigger")
+    assert feed.upgrade(conn) == "upgraded"
+    # the same feed's upgrade batch without capture (render case outbox_composite)
+    without = LiveFeed("outbox_composite")
+    assert without.spec["feed_id"] == feed.spec["feed_id"]
+    message = expect_error(conn, without.golden["upgrade"], number=51059)
+    assert "is registered with capture trigger" in message
+    trigger = f"{q(feed.spec['source_schema'])}.{q('capture:changefeed.shop.order_lines')}"
+    assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None
