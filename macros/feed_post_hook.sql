@@ -19,6 +19,7 @@
   {%- endif -%}
   {%- set options = changefeed._feed_options(raw) -%}
   {%- do changefeed.setup_feed(
-      this, options['mode'], options['key'], options['stall_timeout_ms'], options['lock_probe_ms']) -%}
+      this, options['mode'], options['key'], options['stall_timeout_ms'], options['lock_probe_ms'],
+      options['capture'], options['shard']) -%}
   {{ return('') }}
 {% endmacro %}

@@ -43,8 +43,11 @@ def spec(
     changefeed_schema: str = "changefeed",
     stall_timeout_ms: int = 5000,
     lock_probe_ms: int = 20,
+    shard: str | None = None,
 ) -> dict[str, Any]:
-    """A feed spec as changefeed._feed_spec builds it (see macros/_feed/_feed_spec.sql)."""
+    """A feed spec as changefeed._feed_spec builds it (see macros/_feed/_feed_spec.sql);
+    a ``shard`` expression makes it ``capture: trigger``."""
+    capture = {} if shard is None else {"capture": "trigger", "shard": shard}
     return {
         "feed_id": f"{schema}.{table}",
         "database": "changefeed_test",
@@ -58,6 +61,7 @@ def spec(
         "lock_probe_ms": lock_probe_ms,
         "block_bits": 36,
         "protocol_version": 2,
+        **capture,
     }
 
 
@@ -93,6 +97,20 @@ CASES: dict[str, dict[str, Any]] = {
     "outbox_long_names": spec(
         LONG_128, LONG_128[:-1] + "y", "outbox", INT_KEY, changefeed_schema=LONG_128
     ),
+    # capture: trigger
+    "outbox_trigger": spec(
+        "shop", "order_lines", "outbox", COMPOSITE_KEY, shard="abs(checksum([sku])) % 4"
+    ),
+    "outbox_trigger_hostile": spec(
+        HOSTILE_SCHEMA,
+        HOSTILE_TABLE,
+        "outbox",
+        HOSTILE_KEYS,
+        shard="abs(checksum([[key]]], N'it''s \"q\"', \"end\")) % 3",
+    ),
+    "outbox_trigger_long_names": spec(
+        LONG_128, LONG_128, "outbox", INT_KEY, changefeed_schema=LONG_128, shard="0"
+    ),
 }
 
 
@@ -121,8 +139,10 @@ def snippets(case: Mapping[str, Any]) -> dict[str, str]:
         + " %}{{ changefeed._sqlserver_key_columns_query(changefeed._sqlserver_quote_name("
         + "s.source_schema) ~ '.' ~ changefeed._sqlserver_quote_name(s.source_table)) }}",
         "statements": "{{ tojson(changefeed._sqlserver_feed_statements(" + s + ")) }}",
-        # every object name of the feed, both modes' (what teardown drops)
-        "names": "{{ changefeed._sqlserver_feed_context(" + any_mode + ")['names_json'] }}",
+        # every object name of the feed, both modes' (what teardown drops), capture too
+        "names": "{% set d = {} %}{% for k, e in changefeed._sqlserver_feed_context("
+        + any_mode
+        + ").n.items() %}{% do d.update({k: e.name}) %}{% endfor %}{{ tojson(d) }}",
     }
 
 

@@ -776,6 +776,8 @@ PG_OUTBOX_SQL = ("docs/postgres.md", "e5da92b18272")
 PG_GRANTS = ("docs/postgres.md", "70f4facbf5b8")
 PG_TOMBSTONE = ("docs/postgres.md", "a13c8128abeb")
 PG_POST_HOOK = ("docs/postgres.md", "6c8dfdb65a6b")
+PG_CAPTURE_SH = ("docs/postgres.md", "4f0c87515594")
+PG_CAPTURE_SQL = ("docs/postgres.md", "c3970bc0d76e")
 SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "6c8dfdb65a6b")
 SQLSERVER_SH = ("docs/sqlserver.md", "9e53208c9784")
 SQLSERVER_NAMES = ("docs/sqlserver.md", "4ed17ac3a701")
@@ -784,8 +786,9 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "8e9b5e983961"),
     ("docs/sqlserver.md", "202497d8a7cc"), ("docs/sqlserver.md", "bfb159a19ddb"),
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
+    ("docs/sqlserver.md", "953e955edcdf"),
 ]  # fmt: skip
-PROTOCOL_YAML = ("docs/protocol.md", "7570f0de0979")
+PROTOCOL_YAML = ("docs/protocol.md", "6c3d92c11c25")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")
 UDFS_PYTHON = ("docs/spark-udfs.md", "3d5a791aab94")
 UDFS_STRICT_ERROR = ("docs/spark-udfs.md", "9dc0d54e59c3")
@@ -798,6 +801,8 @@ OTHERS.update({
     PG_GRANTS: f"{HERE}::test_others_postgres_guide_sh_and_sql",
     PG_TOMBSTONE: f"{HERE}::test_others_postgres_guide_sh_and_sql",
     PG_POST_HOOK: f"{HERE}::test_others_post_hook_configs",
+    PG_CAPTURE_SH: f"{HERE}::test_others_postgres_capture",
+    PG_CAPTURE_SQL: f"{HERE}::test_others_postgres_capture",
     SQLSERVER_POST_HOOK: f"{HERE}::test_others_post_hook_configs",
     PROTOCOL_YAML: f"{HERE}::test_others_post_hook_configs",
     SQLSERVER_SH: f"{HERE}::test_others_sqlserver_guide",
@@ -861,6 +866,27 @@ def test_others_postgres_guide_sh_and_sql(pg_uri: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
+def test_others_postgres_capture(pg_uri: str, tmp_path: Path) -> None:
+    """docs/postgres.md, capture by trigger: the setup command, then a writer's transaction
+    that only touches the source table; the outbox rows are the ones the comments name."""
+    from changefeed.client import PostgresFeed
+
+    uri = fresh_database(pg_uri, "cf_docs_pg_capture")
+    _postgres_guide_tables(uri)
+    logged = run_dbt_lines(block(*PG_CAPTURE_SH), uri, tmp_path, REPO / "examples/shop/oltp")
+    assert any(" created (outbox" in m and "capture: trigger, shard region % 4" in m
+               for m in logged), logged  # fmt: skip
+    with connection(uri) as conn:
+        run_sql_script(conn, block(*PG_CAPTURE_SQL))
+        rows = conn.execute('select shard_id, region, sku from changefeed."outbox:shop.items" '
+                            "order by order_sequence").fetchall()  # fmt: skip
+        assert rows == [(1, 1, "a"), (2, 2, "b")]
+        items = PostgresFeed("shop.items")
+        assert [e.key for e in items.read_page(conn, 1).events] == [(1, "a")]
+        assert [e.key for e in items.read_page(conn, 2).events] == [(2, "b")]
+
+
+@pytest.mark.postgres
 def test_others_post_hook_configs(pg_uri: str, tmp_path: Path) -> None:
     """The post-hook configs of docs/postgres.md and docs/sqlserver.md (dbt_project.yml) and
     of docs/protocol.md section 10 (a properties file), each built once with dbt."""
@@ -881,9 +907,15 @@ def test_others_post_hook_configs(pg_uri: str, tmp_path: Path) -> None:
         rows = conn.execute(
             "select feed_id, mode, options from changefeed.feeds order by 1"
         ).fetchall()
-    assert [(r[0], r[1]) for r in rows] == [
-        ("cf_hook_mssql.orders", "blocking"), ("cf_hook_pg.orders", "blocking"),
-        ("cf_hook_protocol.orders", "outbox")]  # fmt: skip
+        assert [(r[0], r[1]) for r in rows] == [
+            ("cf_hook_mssql.orders", "blocking"), ("cf_hook_pg.orders", "blocking"),
+            ("cf_hook_protocol.orders", "outbox")]  # fmt: skip
+        assert (rows[2][2]["capture"], rows[2][2]["shard"]) == ("trigger", "order_id % 8")
+        # the model's table got the capture triggers: its own row is an outbox row now
+        conn.execute("insert into cf_hook_protocol.orders values (43, 'new')")
+        assert conn.execute(
+            'select shard_id, order_id from changefeed."outbox:cf_hook_protocol.orders"'
+        ).fetchall() == [(3, 43)]
 
 
 def _long_name(kind: str, feed: str, limit: int = 128) -> str:

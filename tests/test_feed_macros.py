@@ -7,6 +7,7 @@ touches the database, so they behave the same on every adapter.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -22,7 +23,8 @@ def _options(dbt: Any, raw: str) -> str:
 def test_options_fill_defaults_and_normalise_a_single_key(dbt: Any) -> None:
     rendered = _options(dbt, "{'mode': 'outbox', 'key': 'order_id'}")
     assert rendered == (
-        "{'mode': 'outbox', 'key': ['order_id'], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20}"
+        "{'mode': 'outbox', 'key': ['order_id'], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20,"
+        " 'capture': 'none', 'shard': None}"
     )
 
 
@@ -32,8 +34,36 @@ def test_options_keep_explicit_values(dbt: Any) -> None:
         "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10}",
     )
     assert rendered == (
-        "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10}"
+        "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10,"
+        " 'capture': 'none', 'shard': None}"
     )
+
+
+@pytest.mark.parametrize(
+    ("raw", "capture", "shard"),
+    [
+        ("{'mode': 'outbox', 'capture': 'trigger'}", "trigger", "0"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': 3}", "trigger", "3"),
+        (
+            "{'mode': 'outbox', 'capture': 'trigger', 'shard': ' customer_id % 8 '}",
+            "trigger",
+            "customer_id % 8",
+        ),
+        (
+            "{'mode': 'outbox', 'capture': 'trigger', 'shard': 'f(\"a(\", \\'b)\\')'}",
+            "trigger",
+            "f(\"a(\", 'b)')",
+        ),
+        ("{'mode': 'outbox', 'capture': 'none'}", "none", None),
+        ("{'mode': 'blocking', 'capture': 'none'}", "none", None),
+    ],
+)
+def test_capture_options(dbt: Any, raw: str, capture: str, shard: str | None) -> None:
+    rendered = dbt.render(
+        "{% set o = changefeed._feed_options(" + raw + ") %}{{ tojson([o.capture, o.shard]) }}",
+        "postgres",
+    )
+    assert json.loads(rendered) == [capture, shard]
 
 
 @pytest.mark.parametrize(
@@ -56,6 +86,28 @@ def test_options_keep_explicit_values(dbt: Any) -> None:
             r"lock_probe_ms \(100\) must be smaller than stall_timeout_ms \(100\)",
         ),
         ("'outbox'", "the feed options must be a mapping"),
+        ("{'mode': 'outbox', 'capture': 'cdc'}", "capture must be one of none, trigger; got: cdc"),
+        ("{'mode': 'blocking', 'capture': 'trigger'}", "capture: trigger needs mode: outbox"),
+        (
+            "{'mode': 'outbox', 'shard': 'a % 2'}",
+            "shard is the shard expression of capture: trigger",
+        ),
+        (
+            "{'mode': 'outbox', 'capture': 'trigger', 'shard': ' '}",
+            "shard must be a SQL expression",
+        ),
+        (
+            "{'mode': 'outbox', 'capture': 'trigger', 'shard': true}",
+            "shard must be a SQL expression",
+        ),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '1;2'}", "may not contain ;"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': \"';'\"}", "may not contain ;"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': 'a /* b */'}", "may not contain /\\*"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '$$x$$'}", "may not contain \\$"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': 'a)'}", "unbalanced parentheses"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '(a'}", "unbalanced parentheses"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '[a'}", "an unclosed quote"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': ') or (a'}", "unbalanced parentheses"),
     ],
 )
 def test_options_reject_bad_values_naming_them(dbt: Any, raw: str, message: str) -> None:
@@ -133,7 +185,7 @@ def _measure(name: str, unit: str) -> int:
 
 def test_utf16_counts_characters_outside_the_bmp_twice(dbt: Any) -> None:
     # SQL Server's sysname is nvarchar(128): an emoji takes two of its 128 units.
-    feed_id = "s." + "\U0001F600" * 70
+    feed_id = "s." + "\U0001f600" * 70
     name = _name(dbt, feed_id, "feed", 128, "utf16")
     assert _measure(name, "utf16") <= 128
     assert len(name) < 128 - 40  # code points: far fewer than the 128 a naive count allows

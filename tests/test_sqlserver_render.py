@@ -85,6 +85,10 @@ def check_case(case: str, out: dict[str, Any]) -> list[str]:
         # decode every [identifier], at every nesting level, and require one we meant.
         expected = set(out["names"].values()) | {k["name"] for k in spec["keys"]}
         expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale"}
+        # the capture trigger lives on the source table; its shard expression is the user's
+        expected |= {spec["source_schema"], spec["source_table"]}
+        expected |= {t.text[1:-1].replace("]]", "]") for t in tokens(spec.get("shard") or "")
+                     if t.text.startswith("[")}  # fmt: skip
         for sql in [out[section], *executesql_bodies(out[section])]:
             for token in tokens(sql):
                 if token.text.startswith("["):
@@ -318,6 +322,14 @@ def _render_setup(dbt: Any, spec: dict[str, Any]) -> str:
             "need 0 <= lock_probe_ms < stall_timeout_ms",
         ),
         ({"block_bits": 63}, "block_bits must be a whole number in \\[8, 60\\]"),
+        ({"mode": "outbox", "capture": "cdc"}, "needs capture: none or capture: trigger; got: cdc"),
+        ({"capture": "trigger", "shard": "0"}, "has capture: trigger, which needs mode: outbox"),
+        (
+            {"mode": "outbox", "capture": "trigger", "shard": "0; drop table x"},
+            "the shard expression may not contain ;",
+        ),
+        ({"mode": "outbox", "capture": "trigger", "shard": "0) --"}, "may not contain --"),
+        ({"mode": "outbox", "capture": "trigger", "shard": "[a)"}, "an unclosed quote"),
     ],
 )
 def test_bad_specs_fail_with_a_clear_error(dbt: Any, change: dict[str, Any], message: str) -> None:

@@ -4,8 +4,9 @@
   and lists what is accepted.
 -#}
 {% macro _feed_options(raw) %}
-  {%- set accepted_keys = ['mode', 'key', 'stall_timeout_ms', 'lock_probe_ms'] -%}
+  {%- set accepted_keys = ['mode', 'key', 'stall_timeout_ms', 'lock_probe_ms', 'capture', 'shard'] -%}
   {%- set accepted_modes = ['blocking', 'outbox'] -%}
+  {%- set accepted_captures = ['none', 'trigger'] -%}
   {%- if raw is none or raw is not mapping -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: the feed options must be a mapping such as {mode: outbox}, got: " ~ raw) }}
@@ -52,11 +53,35 @@
         ~ stall_timeout_ms ~ ")") }}
   {%- endif -%}
 
+  {#- capture: trigger writes the outbox rows from a trigger on the source table, inside
+      the writer's own statement (protocol section 5), so writers change nothing. -#}
+  {%- set capture = raw.get('capture') if raw.get('capture') is not none else 'none' -%}
+  {%- if capture not in accepted_captures -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: capture must be one of " ~ accepted_captures | join(', ') ~ "; got: " ~ capture) }}
+  {%- endif -%}
+  {%- if capture == 'trigger' and mode != 'outbox' -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: capture: trigger needs mode: outbox (blocking writers take the shard's lock"
+        ~ " themselves); got mode: " ~ mode ~ ". Accepted for mode " ~ mode ~ ": capture: none") }}
+  {%- endif -%}
+  {%- set shard = raw.get('shard') -%}
+  {%- if shard is not none and capture != 'trigger' -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: shard is the shard expression of capture: trigger; with capture: " ~ capture
+        ~ " writers choose the shard of each outbox row themselves. Remove shard or set capture: trigger") }}
+  {%- endif -%}
+  {%- if capture == 'trigger' -%}
+    {%- set shard = changefeed._feed_shard_expression(shard if shard is not none else '0') -%}
+  {%- endif -%}
+
   {{ return({
       'mode': mode,
       'key': key,
       'stall_timeout_ms': stall_timeout_ms,
       'lock_probe_ms': lock_probe_ms,
+      'capture': capture,
+      'shard': shard,
   }) }}
 {% endmacro %}
 

@@ -14,6 +14,8 @@
       'keys': keys,
       'stall_timeout_ms': options['stall_timeout_ms'],
       'lock_probe_ms': options['lock_probe_ms'],
+      'capture': options['capture'],
+      'shard': options['shard'],
   }) -%}
   {{ return(spec) }}
 {% endmacro %}

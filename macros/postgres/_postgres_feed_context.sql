@@ -27,6 +27,7 @@
     {%- do key_list.append(ident) -%}
     {%- do key_list_o.append('o.' ~ ident) -%}
   {%- endfor -%}
+  {%- set source = changefeed._postgres_ident(spec['source_schema']) ~ '.' ~ changefeed._postgres_ident(spec['source_table']) -%}
   {%- set bits = spec.get('block_bits', 36) -%}
   {%- set block = 2 ** bits -%}
   {{ return({
@@ -41,6 +42,11 @@
       'lit_lock_prefix': changefeed._postgres_literal('changefeed/' ~ spec['feed_id'] ~ '/'),
       'lit_mover_prefix': changefeed._postgres_literal('changefeed/' ~ spec['feed_id'] ~ '/mover/'),
       'lit_sequence': changefeed._postgres_literal(q['sequence']),
+      'capture': spec.get('capture') or 'none',
+      'shard': spec.get('shard'),
+      'capture_names': changefeed._postgres_capture_names(spec),
+      'q_source': source,
+      'lit_source': changefeed._postgres_literal(source),
       'key_defs': key_defs | join(',\n  '),
       'key_list': key_list | join(', '),
       'key_list_o': key_list_o | join(', '),

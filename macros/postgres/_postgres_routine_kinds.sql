@@ -1,5 +1,6 @@
-{#- The feed's routines for a mode, in creation order, as (kind, 'function' | 'procedure'). -#}
-{% macro _postgres_routine_kinds(mode) %}
+{#- The feed's routines for a mode, in creation order, as (kind, 'function' | 'procedure').
+    capture: the trigger function of capture: trigger (mode none: every kind). -#}
+{% macro _postgres_routine_kinds(mode, capture='none') %}
   {%- set kinds = [('lock_try', 'function')] -%}
   {%- if mode != 'outbox' -%}
     {%- do kinds.extend([('lock_wait', 'function'), ('lock', 'procedure'), ('ulid', 'function'),
@@ -9,6 +10,9 @@
                        ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function')]) -%}
   {%- if mode != 'blocking' -%}
     {%- do kinds.append(('move_outbox', 'procedure')) -%}
+  {%- endif -%}
+  {%- if mode is none or capture == 'trigger' -%}
+    {%- do kinds.append(('capture', 'function')) -%}
   {%- endif -%}
   {{ return(kinds) }}
 {% endmacro %}

@@ -2,7 +2,7 @@
     `revoke all ... from public` (PostgreSQL grants execute to public by default). -#}
 {% macro _postgres_routine_statements(ctx) %}
   {%- set statements = [] -%}
-  {%- for kind, word in changefeed._postgres_routine_kinds(ctx['mode']) -%}
+  {%- for kind, word in changefeed._postgres_routine_kinds(ctx['mode'], ctx['capture']) -%}
     {%- if kind == 'lock_try' -%}{%- do statements.append(changefeed._postgres_routine_lock_try(ctx)) -%}
     {%- elif kind == 'lock_wait' -%}{%- do statements.append(changefeed._postgres_routine_lock_wait(ctx)) -%}
     {%- elif kind == 'lock' -%}{%- do statements.append(changefeed._postgres_routine_lock(ctx)) -%}
@@ -16,6 +16,7 @@
     {%- elif kind == 'barrier_check' -%}{%- do statements.append(changefeed._postgres_routine_barrier_check(ctx)) -%}
     {%- elif kind == 'shards' -%}{%- do statements.append(changefeed._postgres_routine_shards(ctx)) -%}
     {%- elif kind == 'move_outbox' -%}{%- do statements.append(changefeed._postgres_routine_move_outbox(ctx)) -%}
+    {%- elif kind == 'capture' -%}{%- do statements.append(changefeed._postgres_routine_capture(ctx)) -%}
     {%- endif -%}
     {%- do statements.append('revoke all on ' ~ word ~ ' ' ~ ctx['q'][kind] ~ ' from public') -%}
   {%- endfor -%}

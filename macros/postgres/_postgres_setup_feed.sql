@@ -4,20 +4,28 @@
   a protocol version mismatch, fails with the remedy; changed options re-create the
   routines. The registry is checked here first for clear compiler errors, and again
   inside the setup statement under the setup lock for concurrent setups.
-  Returns 'created', 'updated' or 'unchanged'.
+  With capture: trigger, an unchanged config whose source table lost its triggers (dbt
+  rebuilt the table) re-creates them. Returns 'created', 'updated', 'repaired' or 'unchanged'.
 -#}
 {% macro _postgres_setup_feed(spec) %}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {%- set signature = changefeed._postgres_key_signature(spec['keys']) -%}
   {%- set options = changefeed._postgres_feed_options(spec) -%}
   {%- set row = changefeed._postgres_registry_row(spec) -%}
-  {%- if row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
+  {%- set unchanged = row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
+  {%- if unchanged and not changefeed._postgres_capture_missing(ctx) -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
     {{ return('unchanged') }}
   {%- endif -%}
   {%- do changefeed._postgres_run_ddl(changefeed._postgres_setup_sql(spec, ctx, signature, options)) -%}
+  {%- if unchanged -%}
+    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture triggers on " ~ ctx['q_source']
+               ~ " (the table was rebuilt or they were dropped)", info=true) -%}
+    {{ return('repaired') }}
+  {%- endif -%}
   {%- set action = 'created' if row is none else 'updated' -%}
   {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " " ~ action ~ " (" ~ spec['mode'] ~ ", key "
-             ~ signature ~ ", schema " ~ spec['schema'] ~ ")", info=true) -%}
+             ~ signature ~ ", schema " ~ spec['schema']
+             ~ (", capture: trigger, shard " ~ spec['shard'] if ctx['capture'] == 'trigger' else '') ~ ")", info=true) -%}
   {{ return(action) }}
 {% endmacro %}

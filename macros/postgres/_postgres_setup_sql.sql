@@ -41,13 +41,19 @@ begin
                       ~ ", mode: " ~ spec['mode'] ~ "}'` (or upgrade the package if the feed's version is newer).") }};
     end if;
     if r.options = {{ lit(tojson(options)) }}::jsonb then
-      return;  -- set up meanwhile by a concurrent setup with the same config
+      -- Set up meanwhile by a concurrent setup with the same config, or (capture: trigger)
+      -- the source table was rebuilt and lost its triggers.
+{{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
+      return;
     end if;
     -- Only the options changed: replace the routines, which embed them. `create or replace`
     -- keeps each routine's identity, so a call already running (a writer waiting in lock)
     -- finishes on the old body instead of failing with "cache lookup failed".
+{{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) }}
     update {{ registry }} as f
        set options = {{ lit(tojson(options)) }}::jsonb, names = {{ lit(tojson(ctx['n'])) }}::jsonb,
            updated_at = pg_catalog.now()
@@ -64,9 +70,11 @@ begin
         || {{ ctx['lit_feed'] }} || ' needs is already used by the feed ' || v_clash.feed_id,
       hint = 'The two tables'' names share a shortened prefix and md5 prefix; rename one of the tables.';
   end if;
-{{ changefeed._postgres_execute_all(changefeed._postgres_table_statements(ctx)
-     + changefeed._postgres_routine_statements(ctx)
+{{ changefeed._postgres_execute_all(changefeed._postgres_table_statements(ctx)) }}
+{{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grant_statements(ctx)) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) }}
   insert into {{ registry }} as f
     (feed_id, source_database, source_schema, source_table, source_relation, mode, key_signature,
      keys, options, names, protocol_version)

@@ -15,6 +15,16 @@
     {%- do q.update({kind: ctx['schema'] ~ '.' ~ changefeed._postgres_ident(name)}) -%}
   {%- endfor -%}
   {%- set drop_ctx = {'mode': none, 'q': q} -%}
+  {#- The capture triggers go first (they depend on the capture function); an outbox feed
+      registered without capture has none, but looking costs nothing and takes no lock. -#}
+  {%- set capture_names = {} -%}
+  {%- do capture_names.update(ctx['capture_names']) -%}
+  {%- for kind in capture_names if kind in names -%}
+    {%- do capture_names.update({kind: names[kind]}) -%}
+  {%- endfor -%}
+  {%- set capture_ctx = {'mode': none, 'capture': 'none', 'capture_names': capture_names,
+                         'q_source': ctx['q_source'], 'lit_source': ctx['lit_source']} -%}
+  {%- do q.update({'capture': ctx['schema'] ~ '.' ~ changefeed._postgres_ident(capture_names['capture'])}) -%}
   {%- set registry = ctx['schema'] ~ '.feeds' -%}
   {%- set lit = changefeed._postgres_literal -%}
   {%- set statements = changefeed._postgres_drop_routine_statements(drop_ctx) -%}
@@ -27,6 +37,7 @@
   {%- set body -%}
 begin
   perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('changefeed/setup', 0));
+{{ changefeed._postgres_sql_capture_sync(capture_ctx) }}
 {{ changefeed._postgres_execute_all(statements) }}
 {%- for role_kind in ['writer_role', 'reader_role'] if role_kind in names %}
   {%- set role_name = names[role_kind] %}

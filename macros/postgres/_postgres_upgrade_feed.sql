@@ -1,7 +1,7 @@
 {#-
   Re-creates a feed's functions and procedures (and their grants) from this package's
-  code; tables, data, roles and table grants are kept. The mode and key must match the
-  registry. Updates the registry's protocol version, options and names.
+  code; tables, data, roles and table grants are kept. The mode, key, capture and shard
+  must match the registry. Updates the registry's protocol version, options and names.
 -#}
 {% macro _postgres_upgrade_feed(spec) %}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
@@ -15,6 +15,16 @@
         ~ changefeed._postgres_relation_arg(spec) ~ ", mode: " ~ spec['mode'] ~ "}'`") }}
   {%- endif -%}
   {%- do changefeed._postgres_check_registered(spec, row, signature, options, 'upgrade') -%}
+  {#- An upgrade run with the old arguments must not switch capture off (writers would stop
+      producing events): capture and shard change through setup_feed only. -#}
+  {%- set registered = [row['options'].get('capture', 'none'), row['options'].get('shard')] -%}
+  {%- if registered != [ctx['capture'], ctx['shard']] -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " is registered with capture: " ~ registered[0]
+        ~ (", shard: " ~ registered[1] if registered[1] is not none else '') ~ ", but upgrade_feed was given capture: "
+        ~ ctx['capture'] ~ (", shard: " ~ ctx['shard'] if ctx['shard'] is not none else '')
+        ~ ". upgrade_feed keeps them: pass the registered capture and shard, or change them with setup_feed") }}
+  {%- endif -%}
   {%- set registry = ctx['schema'] ~ '.feeds' -%}
   {%- set lit = changefeed._postgres_literal -%}
   {%- set body -%}
@@ -42,8 +52,10 @@ begin
 {#- `create or replace` (not drop + create): calls running during the upgrade finish on the
     old body. A future protocol version that changes a routine's signature must drop that
     routine explicitly here. -#}
+{{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) }}
   update {{ registry }} as f
      set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,
          names = {{ lit(tojson(ctx['n'])) }}::jsonb, updated_at = pg_catalog.now()

@@ -1,6 +1,7 @@
 {#-
   The feed's procedures and functions, each `create or alter` through sp_executesql:
-  what setup creates and upgrade re-creates. Order matters: callers after callees.
+  what setup creates and upgrade re-creates. Order matters: callers after callees. In
+  outbox mode the capture trigger comes last (created, or dropped for capture: none).
 -#}
 {% macro _sqlserver_code_statements(c) %}
   {%- set bodies = [] -%}
@@ -21,5 +22,5 @@
   {%- for body in bodies -%}
     {%- do statements.append(changefeed._sqlserver_exec(body)) -%}
   {%- endfor -%}
-  {{ return(statements) }}
+  {{ return(statements + changefeed._sqlserver_capture_statements(c)) }}
 {% endmacro %}

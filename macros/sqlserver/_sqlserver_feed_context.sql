@@ -6,6 +6,11 @@
   Names follow mssql-changefeed, `[changefeed].[kind:schema.table]`, and are shortened by
   changefeed._feed_object_name (protocol section 9, unit = UTF-16 code units, limit 128) when
   longer. mode none (teardown) lists the objects of both modes.
+
+  capture: trigger adds the trigger `capture:<changefeed schema>.<schema>.<table>` on the
+  source table, in the source table's schema (where SQL Server keeps a table's triggers;
+  the changefeed schema in its name keeps two changefeed schemas' triggers apart). It is
+  not among the registered names: a feed gains or loses it by a change of capture.
 -#}
 {% macro _sqlserver_feed_context(spec) %}
   {%- set mode = spec.get('mode') -%}
@@ -48,6 +53,18 @@
       'ck_time_hint': ('ck:outbox.time_hint', 'constraint', ['outbox']),
       'ix_outbox_txid': ('ix:outbox.txid', 'index', ['outbox']),
   } -%}
+  {%- set capture = spec.get('capture') or 'none' -%}
+  {%- set shard = changefeed._feed_shard_expression(spec.get('shard', '0')) if capture == 'trigger' else none -%}
+  {%- set source_sql = changefeed._sqlserver_quote_name(spec['source_schema']) ~ '.'
+      ~ changefeed._sqlserver_quote_name(spec['source_table']) -%}
+  {%- set trigger_spec = {} -%}
+  {%- do trigger_spec.update(spec) -%}
+  {%- do trigger_spec.update({'feed_id': spec['schema'] ~ '.' ~ spec['feed_id']}) -%}
+  {%- set trigger_raw = changefeed._feed_object_name(trigger_spec, 'capture', 128, 'utf16') -%}
+  {%- set trigger_sql = changefeed._sqlserver_quote_name(spec['source_schema']) ~ '.'
+      ~ changefeed._sqlserver_quote_name(trigger_raw) -%}
+  {%- set trigger = {'name': trigger_raw, 'class': 'trigger', 'sql': trigger_sql,
+                     'lit': changefeed._sqlserver_literal(trigger_sql)} -%}
   {%- set n = {} -%}
   {%- set registered = {} -%}
   {%- for key, about in kinds.items() -%}
@@ -69,6 +86,9 @@
       {%- do registered.update({key: raw}) -%}
     {%- endif -%}
   {%- endfor -%}
+  {%- if mode is none or capture == 'trigger' -%}
+    {%- do n.update({'capture': trigger}) -%}
+  {%- endif -%}
 
   {#- Key columns. The feed's own column names are reserved (compared case-insensitively,
       as the usual case-insensitive collations would). -#}
@@ -140,6 +160,10 @@
   {%- set lock_prefix = spec['schema'] ~ '/' ~ lock_stem[spec['schema'] | length + 1:] ~ '/' -%}
   {%- set context_key = 'changefeed/' ~ local_md5(spec['schema'] ~ '/' ~ spec['feed_id']) ~ '/' -%}
   {%- set options = {'stall_timeout_ms': stall, 'lock_probe_ms': probe, 'block_bits': bits} -%}
+  {#- Stored only for capture: trigger, so feeds registered before capture existed compare equal. -#}
+  {%- if capture == 'trigger' -%}
+    {%- do options.update({'capture': capture, 'shard': shard}) -%}
+  {%- endif -%}
 
   {{ return({
       'spec': spec,
@@ -149,6 +173,11 @@
       'schema_sql': schema_sql,
       'schema_lit': changefeed._sqlserver_literal(spec['schema']),
       'n': n,
+      'capture': capture,
+      'shard': shard,
+      'capture_trigger': trigger,
+      'source_sql': source_sql,
+      'source_lit': changefeed._sqlserver_literal(source_sql),
       'names_json': tojson(registered, sort_keys=true),
       'key_names': key_names,
       'key_decls': key_decls,

@@ -8,6 +8,7 @@
   {%- set c = changefeed._sqlserver_feed_context(changefeed._sqlserver_require_mode(spec)) -%}
   {{ return(changefeed._sqlserver_shared_statements(c)
       + changefeed._sqlserver_object_statements(c)
+      + changefeed._sqlserver_capture_check(c)
       + changefeed._sqlserver_code_statements(c)
       + changefeed._sqlserver_grant_statements(c)) }}
 {% endmacro %}

@@ -5,6 +5,7 @@
     absent             -> create every object (after checking that none of its names is taken),
     same               -> nothing ('unchanged'),
     other options or protocol version -> re-create the procedures ('upgraded'),
+    same, but the capture trigger is gone (a rebuilt table) -> 'upgraded' too,
     other mode or key  -> fail, naming the difference and the remedy.
   Ends with a one-row result: action = created | unchanged | upgraded. Pure: no queries.
 -#}
@@ -79,6 +80,11 @@ else if convert(varbinary(max), @options) = convert(varbinary(max), {{ lit(c.opt
     set @action = N'unchanged';
 else
     set @action = N'upgraded';
+{%- if c.capture == 'trigger' %}
+-- A table that dbt rebuilt has lost its capture trigger: re-create it.
+if @action = N'unchanged' and object_id({{ c.capture_trigger.lit }}, N'TR') is null
+    set @action = N'upgraded';
+{%- endif %}
   {%- endset -%}
   {%- do out.append(compare) -%}
   {%- set free -%}
@@ -135,7 +141,8 @@ end;
     {%- do out.append('if @action = N\'upgraded\'\nbegin\n' ~ crossing ~ '\nend;') -%}
   {%- endif -%}
   {%- set body = ['if @action in (N\'created\', N\'upgraded\')', 'begin'] -%}
-  {%- for statement in changefeed._sqlserver_code_statements(c) + changefeed._sqlserver_grant_statements(c) -%}
+  {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_code_statements(c)
+                       + changefeed._sqlserver_grant_statements(c) -%}
     {%- do body.append(statement) -%}
   {%- endfor -%}
   {%- do body.append('end;') -%}

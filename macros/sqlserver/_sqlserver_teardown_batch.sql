@@ -27,7 +27,8 @@ if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
   {%- endset -%}
   {%- do out.append(header) -%}
-  {%- set drops = [] -%}
+  {#- The capture trigger first: it writes into the outbox. -#}
+  {%- set drops = [('trigger', n.capture)] -%}
   {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check',
                   'lock', 'update_state', 'release', 'feed_write_lock'] -%}
     {%- do drops.append(('procedure', n[key])) -%}

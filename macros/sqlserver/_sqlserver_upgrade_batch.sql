@@ -1,7 +1,7 @@
 {#-
   Re-creates a registered feed's procedures and functions (`create or alter`) and its
   grants, in one batch and one transaction under the setup lock; tables, data and roles
-  are kept. The mode and key must match the registry. Result: action = upgraded.
+  are kept. The mode, key, capture and shard must match the registry. Result: action = upgraded.
 -#}
 {% macro _sqlserver_upgrade_batch(spec) %}
   {%- set c = changefeed._sqlserver_feed_context(changefeed._sqlserver_require_mode(spec)) -%}
@@ -13,7 +13,7 @@
 -- Re-creates procedures and functions only. One batch, one transaction.
 set nocount on;
 set xact_abort on;
-declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int;
+declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int, @options nvarchar(max);
 begin transaction;
 exec @rc = sp_getapplock
     @Resource = {{ c.setup_lock_lit }}, @LockMode = N'Exclusive', @LockOwner = N'Transaction',
@@ -22,7 +22,7 @@ if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 if object_id({{ lit(feeds) }}, N'U') is null
     throw 51056, {{ lit('changefeed: feed ' ~ c.feed_id ~ ' is not set up (no registry ' ~ feeds ~ '); run changefeed.setup_feed first') }}, 1;
-select @mode = mode, @keys = key_signature, @version = protocol_version
+select @mode = mode, @keys = key_signature, @version = protocol_version, @options = options
 from {{ feeds }}
 where feed_id = {{ c.feed_lit }};
 if @@rowcount = 0
@@ -41,13 +41,25 @@ begin
         {{ lit(c.key_sig_json) }}, N'; upgrade_feed cannot change the key: run changefeed.teardown_feed and then changefeed.setup_feed');
     throw 51052, @msg, 1;
 end;
+-- An upgrade run with the old arguments must not switch capture off: capture and shard
+-- change through setup_feed only.
+if isnull(json_value(@options, N'$.capture'), N'none') <> {{ lit(c.capture) }}
+    or isnull(json_value(@options, N'$.shard'), N'') <> {{ lit(c.shard or '') }}
+begin
+    set @msg = concat(
+        N'changefeed: the feed ', {{ c.feed_lit }}, N' is registered with capture ', isnull(json_value(@options, N'$.capture'), N'none'),
+        N' (shard ', isnull(json_value(@options, N'$.shard'), N'-'), N'), but upgrade_feed was given capture {{ c.capture }}',
+        N'; upgrade_feed keeps them: pass the registered capture and shard, or change them with changefeed.setup_feed');
+    throw 51059, @msg, 1;
+end;
   {%- endset -%}
   {%- do out.append(header) -%}
   {%- set crossing = changefeed._sqlserver_upgrade_pending_writes(c, '@version') -%}
   {%- if crossing -%}
     {%- do out.append(crossing) -%}
   {%- endif -%}
-  {%- for statement in changefeed._sqlserver_code_statements(c) + changefeed._sqlserver_grant_statements(c) -%}
+  {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_code_statements(c)
+                       + changefeed._sqlserver_grant_statements(c) -%}
     {%- do out.append(statement) -%}
   {%- endfor -%}
   {%- set footer -%}

@@ -969,7 +969,7 @@ select @action as action;
 -- Re-creates procedures and functions only. One batch, one transaction.
 set nocount on;
 set xact_abort on;
-declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int;
+declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int, @options nvarchar(max);
 begin transaction;
 exec @rc = sp_getapplock
     @Resource = N'changefeed/setup', @LockMode = N'Exclusive', @LockOwner = N'Transaction',
@@ -978,7 +978,7 @@ if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
 if object_id(N'[changefeed].[feeds]', N'U') is null
     throw 51056, N'changefeed: feed long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon is not set up (no registry [changefeed].[feeds]); run changefeed.setup_feed first', 1;
-select @mode = mode, @keys = key_signature, @version = protocol_version
+select @mode = mode, @keys = key_signature, @version = protocol_version, @options = options
 from [changefeed].[feeds]
 where feed_id = N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon';
 if @@rowcount = 0
@@ -996,6 +996,17 @@ begin
         N'changefeed: the key of feed ', N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N' changed: set up with ', @keys, N', now ',
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'; upgrade_feed cannot change the key: run changefeed.teardown_feed and then changefeed.setup_feed');
     throw 51052, @msg, 1;
+end;
+-- An upgrade run with the old arguments must not switch capture off: capture and shard
+-- change through setup_feed only.
+if isnull(json_value(@options, N'$.capture'), N'none') <> N'none'
+    or isnull(json_value(@options, N'$.shard'), N'') <> N''
+begin
+    set @msg = concat(
+        N'changefeed: the feed ', N'long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon', N' is registered with capture ', isnull(json_value(@options, N'$.capture'), N'none'),
+        N' (shard ', isnull(json_value(@options, N'$.shard'), N'-'), N'), but upgrade_feed was given capture none',
+        N'; upgrade_feed keeps them: pass the registered capture and shard, or change them with changefeed.setup_feed');
+    throw 51059, @msg, 1;
 end;
 
 if @version < 2
@@ -1758,6 +1769,12 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+if object_id(N'[long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon].[capture:changefeed.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~701f2481]') is not null
+begin
+    set @found = 1;
+    drop trigger [long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_lon].[capture:changefeed.long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_~701f2481];
+end;
 
 if object_id(N'[changefeed].[read_feed:long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long_long~55dfdbbd]') is not null
 begin
