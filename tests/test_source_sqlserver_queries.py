@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -30,7 +31,8 @@ from changefeed.spark.datasource._sqlserver import (
 FEED = "dbo.orders"
 NAMES = {"read_feed": "read_feed:dbo.orders", "safe_point": "safe_point:dbo.orders",
          "feed": "feed:dbo.orders",
-         "outbox": "outbox:dbo.orders", "state": "state:dbo.orders"}  # fmt: skip
+         "outbox": "outbox:dbo.orders", "state": "state:dbo.orders",
+         "shards": "shards:dbo.orders"}  # fmt: skip
 KEYS = [{"name": "order_id", "data_type": "bigint", "collation": None}]
 URI = "mssql://reader:pw@db.example:1433/shop"
 
@@ -110,6 +112,11 @@ def safe_points(server: FakeServer, points: dict[int, bytes]) -> None:
     server.on(r"^exec \[changefeed\]\.\[safe_point:dbo\.orders\]$",
               (["shard_id", "safe_point", "head", "pending"],
                [(s, p, p, 0) for s, p in sorted(points.items())]))  # fmt: skip
+
+
+def shards(server: FakeServer, listed: list[int]) -> None:
+    rows: list[tuple[Any, ...]] = [(s,) for s in listed]
+    server.on(r"^exec \[changefeed\]\.\[shards:dbo\.orders\]$", (["shard_id"], rows))
 
 
 def feed_pages(server: FakeServer, events: dict[int, list[tuple[bytes, int]]]) -> None:
@@ -211,8 +218,7 @@ def test_safe_points_shards_and_outbox_moves() -> None:
     server = FakeServer()
     registry(server, mode="outbox")
     safe_points(server, {0: u(9), 3: u(20)})
-    outbox = r"select distinct shard_id from \[changefeed\]\.\[outbox:dbo\.orders\] with"
-    server.on(outbox, (["shard_id"], [(3,), (5,)]))
+    shards(server, [0, 3, 5])
     feed_pages(server, {})
     b = backend(server)
     info = b.describe(FEED, payload=False)
@@ -222,8 +228,7 @@ def test_safe_points_shards_and_outbox_moves() -> None:
     assert b.safe_points(info, [0, 5]) == {0: u(9), 5: bytes(16)}
     b.move_outbox(info, [0, 5])
     assert server.statements == [
-        "exec [changefeed].[safe_point:dbo.orders]",
-        "select distinct shard_id from [changefeed].[outbox:dbo.orders] with (readpast)",
+        "exec [changefeed].[shards:dbo.orders]",
         "exec [changefeed].[safe_point:dbo.orders]",
         # Outbox mode: read_feed at the head moves the outbox (page dropped).
         "exec [changefeed].[safe_point:dbo.orders]",
@@ -306,6 +311,7 @@ def test_batch_planning_and_reading_share_the_postgres_code(
     server = FakeServer()
     registry(server)
     safe_points(server, {0: u(6), 1: u(3)})
+    shards(server, [0, 1])
     feed_pages(server, {0: [(u(n), n) for n in range(1, 9)], 1: [(u(2), 50)]})
     monkeypatch.setattr(_source, "open_backend", lambda connection, schema: backend(server))
     options = parse_options({"connection": URI, "feed": FEED, "pageSize": "3"})
@@ -331,3 +337,13 @@ def test_the_landing_probe_for_new_events() -> None:
         "select top (1) 1 from [changefeed].[feed:dbo.orders] "
         f"where shard_id = 3 and ulid > 0x{u(1).hex()} and ulid <= 0x{u(9).hex()}"
     )
+
+
+def test_a_feed_without_shards_procedure_asks_for_an_upgrade() -> None:
+    server = FakeServer()
+    registry(server)
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    info = replace(info, names={k: v for k, v in info.names.items() if k != "shards"})
+    with pytest.raises(ChangefeedSourceError, match=r"run changefeed\.upgrade_feed"):
+        b.shards(info)

@@ -18,6 +18,7 @@
   {%- do bodies.append(changefeed._sqlserver_sql_tombstone(c)) -%}
   {%- do bodies.append(changefeed._sqlserver_sql_barrier_acquire(c)) -%}
   {%- do bodies.append(changefeed._sqlserver_sql_barrier_check(c)) -%}
+  {%- do bodies.append(changefeed._sqlserver_sql_shards(c)) -%}
   {%- set statements = [] -%}
   {%- for body in bodies -%}
     {%- do statements.append(changefeed._sqlserver_exec(body)) -%}

@@ -39,6 +39,7 @@
       'tombstone': ('tombstone', 'procedure', ['blocking', 'outbox']),
       'barrier_acquire': ('barrier_acquire', 'procedure', ['blocking', 'outbox']),
       'barrier_check': ('barrier_check', 'procedure', ['blocking', 'outbox']),
+      'shards': ('shards', 'procedure', ['blocking', 'outbox']),
       'writer': ('changefeed_writer', 'role', ['blocking', 'outbox']),
       'reader': ('changefeed_reader', 'role', ['blocking', 'outbox']),
       'pk_state': ('pk:state', 'constraint', ['blocking', 'outbox']),

@@ -25,6 +25,7 @@
       'grant execute on object::' ~ n.tombstone.sql,
       'grant execute on object::' ~ n.barrier_acquire.sql,
       'grant execute on object::' ~ n.barrier_check.sql,
+      'grant execute on object::' ~ n.shards.sql,
       'grant execute on type::' ~ n.read_type.sql,
   ] -%}
   {%- set statements = [] -%}

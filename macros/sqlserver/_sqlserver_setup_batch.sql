@@ -68,7 +68,8 @@ begin
         {{ lit(c.key_sig_json) }}, N' (name, type, collation, nullable); ', {{ lit(remedy) }});
     throw 51052, @msg, 1;
 end
-else if convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(c.names_json) }})
+-- A newer protocol may add objects (and names): compared within one version only.
+else if @version = {{ c.version }} and convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(c.names_json) }})
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', {{ c.feed_lit }}, N' differ from the registered ones (',
@@ -160,7 +161,8 @@ if @action = N'created'
         {{ lit(c.names_json) }}, {{ c.version }}, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update {{ feeds }}
-    set options = {{ lit(c.options_json) }}, protocol_version = {{ c.version }}, updated_at = sysutcdatetime()
+    set options = {{ lit(c.options_json) }}, names = {{ lit(c.names_json) }}, protocol_version = {{ c.version }},
+        updated_at = sysutcdatetime()
     where feed_id = {{ c.feed_lit }};
 commit;
 select @action as action;

@@ -29,7 +29,7 @@ if @rc < 0
   {%- do out.append(header) -%}
   {#- The capture trigger first: it writes into the outbox. -#}
   {%- set drops = [('trigger', n.capture)] -%}
-  {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check',
+  {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',
                   'lock', 'update_state', 'release', 'feed_write_lock'] -%}
     {%- do drops.append(('procedure', n[key])) -%}
   {%- endfor -%}

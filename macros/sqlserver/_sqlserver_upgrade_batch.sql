@@ -64,7 +64,8 @@ end;
   {%- endfor -%}
   {%- set footer -%}
 update {{ feeds }}
-set options = {{ lit(c.options_json) }}, protocol_version = {{ c.version }}, updated_at = sysutcdatetime()
+set options = {{ lit(c.options_json) }}, names = {{ lit(c.names_json) }}, protocol_version = {{ c.version }},
+    updated_at = sysutcdatetime()
 where feed_id = {{ c.feed_lit }};
 commit;
 select N'upgraded' as action;

@@ -84,6 +84,7 @@ def test_blocking_reader(mssql: Server, blocking: Feed, conn: Any) -> None:
         barrier = feed.barrier_acquire(c, 0)
         assert feed.barrier_check(c, 0, barrier) is True
         assert feed.tombstone(c, 0, 1, uuid.uuid4()) is False
+        assert 0 in [r[0] for r in run(c, f"exec {feed.obj('shards')};")]
         for sql in [
             f"exec {feed.obj('lock')} @shard_id = 0;",
             f"exec {feed.obj('update_state')};",
@@ -101,6 +102,7 @@ def test_outbox_writer_and_reader(mssql: Server, outbox: tuple[LiveFeed, dict[st
     feed, users = outbox
     with acting_as(mssql, users["writer"]) as c:
         feed.outbox_insert(c, 0, [ROW])  # the defaults draw on the sequence
+        feed.outbox_insert(c, 7, [ROW])  # shard 7: only an unmoved outbox row
         for sql in [
             f"select * from {feed.obj('outbox')};",
             f"select * from {feed.obj('feed')};",
@@ -109,6 +111,7 @@ def test_outbox_writer_and_reader(mssql: Server, outbox: tuple[LiveFeed, dict[st
         ]:
             expect_error(c, sql, number=DENIED)
     with acting_as(mssql, users["reader"]) as c:
+        assert 7 in [r[0] for r in run(c, f"exec {feed.obj('shards')};")]
         # read_feed moves the outbox on the reader's behalf: ownership chaining
         assert [r[3] for r in feed.read_all(c, 0)] == [1]
         barrier = feed.barrier_acquire(c, 0)  # draws on the sequence, inside the procedure

@@ -66,7 +66,8 @@ begin
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N' (name, type, collation, nullable); ', N'to change it, run changefeed.teardown_feed (which drops the feed and its history) and then changefeed.setup_feed, or publish to a new feed');
     throw 51052, @msg, 1;
 end
-else if convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "feed": "feed:shop.order_lines", "incident": "incident:shop.order_lines", "lock": "lock:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "release": "release:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "ulid": "ulid:shop.order_lines", "update_state": "update_state:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+-- A newer protocol may add objects (and names): compared within one version only.
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "feed": "feed:shop.order_lines", "incident": "incident:shop.order_lines", "lock": "lock:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "release": "release:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "ulid": "ulid:shop.order_lines", "update_state": "update_state:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'shop.order_lines', N' differ from the registered ones (',
@@ -101,6 +102,7 @@ begin
         (N'"tombstone:shop.order_lines"'),
         (N'"barrier_acquire:shop.order_lines"'),
         (N'"barrier_check:shop.order_lines"'),
+        (N'"shards:shop.order_lines"'),
         (N'"changefeed_writer:shop.order_lines"'),
         (N'"changefeed_reader:shop.order_lines"'),
         (N'"pk:state:shop.order_lines"'),
@@ -136,6 +138,7 @@ begin
         (N'[changefeed].[tombstone:shop.order_lines]', object_id(N'[changefeed].[tombstone:shop.order_lines]')),
         (N'[changefeed].[barrier_acquire:shop.order_lines]', object_id(N'[changefeed].[barrier_acquire:shop.order_lines]')),
         (N'[changefeed].[barrier_check:shop.order_lines]', object_id(N'[changefeed].[barrier_check:shop.order_lines]')),
+        (N'[changefeed].[shards:shop.order_lines]', object_id(N'[changefeed].[shards:shop.order_lines]')),
         (N'[changefeed_writer:shop.order_lines]', database_principal_id(N'changefeed_writer:shop.order_lines')),
         (N'[changefeed_reader:shop.order_lines]', database_principal_id(N'changefeed_reader:shop.order_lines')),
         (N'[changefeed].[pk:state:shop.order_lines]', object_id(N'[changefeed].[pk:state:shop.order_lines]')),
@@ -932,6 +935,16 @@ begin
     set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
     select @released as released;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.order_lines]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.order_lines] as st
+    order by shard_id;
+end';
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[update_state:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[release:shop.order_lines] to [changefeed_writer:shop.order_lines]';
@@ -944,6 +957,7 @@ exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.orde
 exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 end;
 
@@ -956,10 +970,11 @@ if @action = N'created'
         N'shop', N'order_lines',
         N'[shop].[order_lines]', N'blocking',
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'[{"name": "tenant_id", "data_type": "uniqueidentifier", "collation": null}, {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"}, {"name": "version", "data_type": "bigint", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "feed": "feed:shop.order_lines", "incident": "incident:shop.order_lines", "lock": "lock:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "release": "release:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "ulid": "ulid:shop.order_lines", "update_state": "update_state:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "feed": "feed:shop.order_lines", "incident": "incident:shop.order_lines", "lock": "lock:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "release": "release:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "ulid": "ulid:shop.order_lines", "update_state": "update_state:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "feed": "feed:shop.order_lines", "incident": "incident:shop.order_lines", "lock": "lock:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "release": "release:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "ulid": "ulid:shop.order_lines", "update_state": "update_state:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+        updated_at = sysutcdatetime()
     where feed_id = N'shop.order_lines';
 commit;
 select @action as action;
@@ -1725,6 +1740,17 @@ begin
     select @released as released;
 end';
 
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.order_lines]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.order_lines] as st
+    order by shard_id;
+end';
+
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
 exec sp_executesql N'grant execute on object::[changefeed].[update_state:shop.order_lines] to [changefeed_writer:shop.order_lines]';
@@ -1749,10 +1775,13 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop
 
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "feed": "feed:shop.order_lines", "incident": "incident:shop.order_lines", "lock": "lock:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "release": "release:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "ulid": "ulid:shop.order_lines", "update_state": "update_state:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+    updated_at = sysutcdatetime()
 where feed_id = N'shop.order_lines';
 commit;
 select N'upgraded' as action;
@@ -1804,6 +1833,12 @@ if object_id(N'[changefeed].[barrier_check:shop.order_lines]') is not null
 begin
     set @found = 1;
     drop procedure [changefeed].[barrier_check:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[shards:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[shards:shop.order_lines];
 end;
 
 if object_id(N'[changefeed].[lock:shop.order_lines]') is not null

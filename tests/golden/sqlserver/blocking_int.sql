@@ -66,7 +66,8 @@ begin
         N'[["order_id", "int", null, false]]', N' (name, type, collation, nullable); ', N'to change it, run changefeed.teardown_feed (which drops the feed and its history) and then changefeed.setup_feed, or publish to a new feed');
     throw 51052, @msg, 1;
 end
-else if convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+-- A newer protocol may add objects (and names): compared within one version only.
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'shop.orders', N' differ from the registered ones (',
@@ -101,6 +102,7 @@ begin
         (N'"tombstone:shop.orders"'),
         (N'"barrier_acquire:shop.orders"'),
         (N'"barrier_check:shop.orders"'),
+        (N'"shards:shop.orders"'),
         (N'"changefeed_writer:shop.orders"'),
         (N'"changefeed_reader:shop.orders"'),
         (N'"pk:state:shop.orders"'),
@@ -136,6 +138,7 @@ begin
         (N'[changefeed].[tombstone:shop.orders]', object_id(N'[changefeed].[tombstone:shop.orders]')),
         (N'[changefeed].[barrier_acquire:shop.orders]', object_id(N'[changefeed].[barrier_acquire:shop.orders]')),
         (N'[changefeed].[barrier_check:shop.orders]', object_id(N'[changefeed].[barrier_check:shop.orders]')),
+        (N'[changefeed].[shards:shop.orders]', object_id(N'[changefeed].[shards:shop.orders]')),
         (N'[changefeed_writer:shop.orders]', database_principal_id(N'changefeed_writer:shop.orders')),
         (N'[changefeed_reader:shop.orders]', database_principal_id(N'changefeed_reader:shop.orders')),
         (N'[changefeed].[pk:state:shop.orders]', object_id(N'[changefeed].[pk:state:shop.orders]')),
@@ -928,6 +931,16 @@ begin
     set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
     select @released as released;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.orders]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.orders] as st
+    order by shard_id;
+end';
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[update_state:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[release:shop.orders] to [changefeed_writer:shop.orders]';
@@ -940,6 +953,7 @@ exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.orde
 exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 end;
 
@@ -952,10 +966,11 @@ if @action = N'created'
         N'shop', N'orders',
         N'[shop].[orders]', N'blocking',
         N'[["order_id", "int", null, false]]', N'[{"name": "order_id", "data_type": "int", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+        updated_at = sysutcdatetime()
     where feed_id = N'shop.orders';
 commit;
 select @action as action;
@@ -1721,6 +1736,17 @@ begin
     select @released as released;
 end';
 
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.orders]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.orders] as st
+    order by shard_id;
+end';
+
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.orders] to [changefeed_writer:shop.orders]';
 
 exec sp_executesql N'grant execute on object::[changefeed].[update_state:shop.orders] to [changefeed_writer:shop.orders]';
@@ -1745,10 +1771,13 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop
 
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.orders] to [changefeed_reader:shop.orders]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+    updated_at = sysutcdatetime()
 where feed_id = N'shop.orders';
 commit;
 select N'upgraded' as action;
@@ -1800,6 +1829,12 @@ if object_id(N'[changefeed].[barrier_check:shop.orders]') is not null
 begin
     set @found = 1;
     drop procedure [changefeed].[barrier_check:shop.orders];
+end;
+
+if object_id(N'[changefeed].[shards:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[shards:shop.orders];
 end;
 
 if object_id(N'[changefeed].[lock:shop.orders]') is not null

@@ -66,7 +66,8 @@ begin
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N' (name, type, collation, nullable); ', N'to change it, run changefeed.teardown_feed (which drops the feed and its history) and then changefeed.setup_feed, or publish to a new feed');
     throw 51052, @msg, 1;
 end
-else if convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+-- A newer protocol may add objects (and names): compared within one version only.
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'shop.order_lines', N' differ from the registered ones (',
@@ -99,6 +100,7 @@ begin
         (N'"tombstone:shop.order_lines"'),
         (N'"barrier_acquire:shop.order_lines"'),
         (N'"barrier_check:shop.order_lines"'),
+        (N'"shards:shop.order_lines"'),
         (N'"changefeed_writer:shop.order_lines"'),
         (N'"changefeed_reader:shop.order_lines"'),
         (N'"pk:state:shop.order_lines"'),
@@ -138,6 +140,7 @@ begin
         (N'[changefeed].[tombstone:shop.order_lines]', object_id(N'[changefeed].[tombstone:shop.order_lines]')),
         (N'[changefeed].[barrier_acquire:shop.order_lines]', object_id(N'[changefeed].[barrier_acquire:shop.order_lines]')),
         (N'[changefeed].[barrier_check:shop.order_lines]', object_id(N'[changefeed].[barrier_check:shop.order_lines]')),
+        (N'[changefeed].[shards:shop.order_lines]', object_id(N'[changefeed].[shards:shop.order_lines]')),
         (N'[changefeed_writer:shop.order_lines]', database_principal_id(N'changefeed_writer:shop.order_lines')),
         (N'[changefeed_reader:shop.order_lines]', database_principal_id(N'changefeed_reader:shop.order_lines')),
         (N'[changefeed].[pk:state:shop.order_lines]', object_id(N'[changefeed].[pk:state:shop.order_lines]')),
@@ -764,6 +767,23 @@ begin
     end;
     select @released as released;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.order_lines]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.order_lines] as st
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from [changefeed].[outbox:shop.order_lines] as o with (readcommittedlock, readpast)
+    order by shard_id;
+end';
 if object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') is not null
     exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.order_lines]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
@@ -774,6 +794,7 @@ exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.orde
 exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 end;
 
@@ -786,10 +807,11 @@ if @action = N'created'
         N'shop', N'order_lines',
         N'[shop].[order_lines]', N'outbox',
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'[{"name": "tenant_id", "data_type": "uniqueidentifier", "collation": null}, {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"}, {"name": "version", "data_type": "bigint", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+        updated_at = sysutcdatetime()
     where feed_id = N'shop.order_lines';
 commit;
 select @action as action;
@@ -1365,6 +1387,24 @@ begin
     select @released as released;
 end';
 
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.order_lines]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.order_lines] as st
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from [changefeed].[outbox:shop.order_lines] as o with (readcommittedlock, readpast)
+    order by shard_id;
+end';
+
 if object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') is not null
     exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.order_lines]';
 
@@ -1384,10 +1424,13 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop
 
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+    updated_at = sysutcdatetime()
 where feed_id = N'shop.order_lines';
 commit;
 select N'upgraded' as action;
@@ -1439,6 +1482,12 @@ if object_id(N'[changefeed].[barrier_check:shop.order_lines]') is not null
 begin
     set @found = 1;
     drop procedure [changefeed].[barrier_check:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[shards:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[shards:shop.order_lines];
 end;
 
 if object_id(N'[changefeed].[lock:shop.order_lines]') is not null

@@ -66,7 +66,8 @@ begin
         N'[["order_id", "int", null, false]]', N' (name, type, collation, nullable); ', N'to change it, run changefeed.teardown_feed (which drops the feed and its history) and then changefeed.setup_feed, or publish to a new feed');
     throw 51052, @msg, 1;
 end
-else if convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+-- A newer protocol may add objects (and names): compared within one version only.
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'shop.orders', N' differ from the registered ones (',
@@ -99,6 +100,7 @@ begin
         (N'"tombstone:shop.orders"'),
         (N'"barrier_acquire:shop.orders"'),
         (N'"barrier_check:shop.orders"'),
+        (N'"shards:shop.orders"'),
         (N'"changefeed_writer:shop.orders"'),
         (N'"changefeed_reader:shop.orders"'),
         (N'"pk:state:shop.orders"'),
@@ -138,6 +140,7 @@ begin
         (N'[changefeed].[tombstone:shop.orders]', object_id(N'[changefeed].[tombstone:shop.orders]')),
         (N'[changefeed].[barrier_acquire:shop.orders]', object_id(N'[changefeed].[barrier_acquire:shop.orders]')),
         (N'[changefeed].[barrier_check:shop.orders]', object_id(N'[changefeed].[barrier_check:shop.orders]')),
+        (N'[changefeed].[shards:shop.orders]', object_id(N'[changefeed].[shards:shop.orders]')),
         (N'[changefeed_writer:shop.orders]', database_principal_id(N'changefeed_writer:shop.orders')),
         (N'[changefeed_reader:shop.orders]', database_principal_id(N'changefeed_reader:shop.orders')),
         (N'[changefeed].[pk:state:shop.orders]', object_id(N'[changefeed].[pk:state:shop.orders]')),
@@ -756,6 +759,23 @@ begin
     end;
     select @released as released;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.orders]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.orders] as st
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from [changefeed].[outbox:shop.orders] as o with (readcommittedlock, readpast)
+    order by shard_id;
+end';
 if object_id(N'[shop].[capture:changefeed.shop.orders]', N'TR') is not null
     exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.orders]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.orders] to [changefeed_writer:shop.orders]';
@@ -766,6 +786,7 @@ exec sp_executesql N'grant execute on object::[changefeed].[safe_point:shop.orde
 exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 end;
 
@@ -778,10 +799,11 @@ if @action = N'created'
         N'shop', N'orders',
         N'[shop].[orders]', N'outbox',
         N'[["order_id", "int", null, false]]', N'[{"name": "order_id", "data_type": "int", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+        updated_at = sysutcdatetime()
     where feed_id = N'shop.orders';
 commit;
 select @action as action;
@@ -1355,6 +1377,24 @@ begin
     select @released as released;
 end';
 
+exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.orders]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:shop.orders] as st
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from [changefeed].[outbox:shop.orders] as o with (readcommittedlock, readpast)
+    order by shard_id;
+end';
+
 if object_id(N'[shop].[capture:changefeed.shop.orders]', N'TR') is not null
     exec sp_executesql N'drop trigger [shop].[capture:changefeed.shop.orders]';
 
@@ -1374,10 +1414,13 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop
 
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.orders] to [changefeed_reader:shop.orders]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', protocol_version = 2, updated_at = sysutcdatetime()
+set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "ck_time_hint": "ck:outbox.time_hint:shop.orders", "df_order_sequence": "df:outbox.order_sequence:shop.orders", "df_time_hint": "df:outbox.time_hint:shop.orders", "df_txid": "df:outbox.txid:shop.orders", "feed": "feed:shop.orders", "feed_write_lock": "feed_write_lock:shop.orders", "incident": "incident:shop.orders", "ix_outbox_txid": "ix:outbox.txid:shop.orders", "outbox": "outbox:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_outbox": "pk:outbox:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+    updated_at = sysutcdatetime()
 where feed_id = N'shop.orders';
 commit;
 select N'upgraded' as action;
@@ -1429,6 +1472,12 @@ if object_id(N'[changefeed].[barrier_check:shop.orders]') is not null
 begin
     set @found = 1;
     drop procedure [changefeed].[barrier_check:shop.orders];
+end;
+
+if object_id(N'[changefeed].[shards:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[shards:shop.orders];
 end;
 
 if object_id(N'[changefeed].[lock:shop.orders]') is not null

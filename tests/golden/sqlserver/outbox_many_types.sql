@@ -66,7 +66,8 @@ begin
         N'[["booked_at", "datetime2(3)", null, false], ["amount", "decimal(18, 4)", null, false], ["note", "varchar(max)", "SQL_Latin1_General_CP1_CI_AS", false], ["code", "char(10)", "Danish_Norwegian_CS_AS", false], ["day", "date", null, true], ["blob", "varbinary(max)", null, false]]', N' (name, type, collation, nullable); ', N'to change it, run changefeed.teardown_feed (which drops the feed and its history) and then changefeed.setup_feed, or publish to a new feed');
     throw 51052, @msg, 1;
 end
-else if convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}')
+-- A newer protocol may add objects (and names): compared within one version only.
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "shards": "shards:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'ledger.entries', N' differ from the registered ones (',
@@ -99,6 +100,7 @@ begin
         (N'"tombstone:ledger.entries"'),
         (N'"barrier_acquire:ledger.entries"'),
         (N'"barrier_check:ledger.entries"'),
+        (N'"shards:ledger.entries"'),
         (N'"changefeed_writer:ledger.entries"'),
         (N'"changefeed_reader:ledger.entries"'),
         (N'"pk:state:ledger.entries"'),
@@ -138,6 +140,7 @@ begin
         (N'[changefeed].[tombstone:ledger.entries]', object_id(N'[changefeed].[tombstone:ledger.entries]')),
         (N'[changefeed].[barrier_acquire:ledger.entries]', object_id(N'[changefeed].[barrier_acquire:ledger.entries]')),
         (N'[changefeed].[barrier_check:ledger.entries]', object_id(N'[changefeed].[barrier_check:ledger.entries]')),
+        (N'[changefeed].[shards:ledger.entries]', object_id(N'[changefeed].[shards:ledger.entries]')),
         (N'[changefeed_writer:ledger.entries]', database_principal_id(N'changefeed_writer:ledger.entries')),
         (N'[changefeed_reader:ledger.entries]', database_principal_id(N'changefeed_reader:ledger.entries')),
         (N'[changefeed].[pk:state:ledger.entries]', object_id(N'[changefeed].[pk:state:ledger.entries]')),
@@ -776,6 +779,23 @@ begin
     end;
     select @released as released;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[shards:ledger.entries]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:ledger.entries] as st
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from [changefeed].[outbox:ledger.entries] as o with (readcommittedlock, readpast)
+    order by shard_id;
+end';
 if object_id(N'[ledger].[capture:changefeed.ledger.entries]', N'TR') is not null
     exec sp_executesql N'drop trigger [ledger].[capture:changefeed.ledger.entries]';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:ledger.entries] to [changefeed_writer:ledger.entries]';
@@ -786,6 +806,7 @@ exec sp_executesql N'grant execute on object::[changefeed].[safe_point:ledger.en
 exec sp_executesql N'grant execute on object::[changefeed].[tombstone:ledger.entries] to [changefeed_reader:ledger.entries]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:ledger.entries] to [changefeed_reader:ledger.entries]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:ledger.entries] to [changefeed_reader:ledger.entries]';
+exec sp_executesql N'grant execute on object::[changefeed].[shards:ledger.entries] to [changefeed_reader:ledger.entries]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:ledger.entries] to [changefeed_reader:ledger.entries]';
 end;
 
@@ -798,10 +819,11 @@ if @action = N'created'
         N'ledger', N'entries',
         N'[ledger].[entries]', N'outbox',
         N'[["booked_at", "datetime2(3)", null, false], ["amount", "decimal(18, 4)", null, false], ["note", "varchar(max)", "SQL_Latin1_General_CP1_CI_AS", false], ["code", "char(10)", "Danish_Norwegian_CS_AS", false], ["day", "date", null, true], ["blob", "varbinary(max)", null, false]]', N'[{"name": "booked_at", "data_type": "datetime2(3)", "collation": null}, {"name": "amount", "data_type": "decimal(18, 4)", "collation": null}, {"name": "note", "data_type": "varchar(max)", "collation": "SQL_Latin1_General_CP1_CI_AS"}, {"name": "code", "data_type": "char(10)", "collation": "Danish_Norwegian_CS_AS"}, {"name": "day", "data_type": "date", "collation": null, "nullable": true}, {"name": "blob", "data_type": "varbinary(max)", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}',
-        N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "shards": "shards:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action = N'upgraded'
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', protocol_version = 2, updated_at = sysutcdatetime()
+    set options = N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', names = N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "shards": "shards:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}', protocol_version = 2,
+        updated_at = sysutcdatetime()
     where feed_id = N'ledger.entries';
 commit;
 select @action as action;
@@ -1380,6 +1402,24 @@ begin
     select @released as released;
 end';
 
+exec sp_executesql N'create or alter procedure [changefeed].[shards:ledger.entries]
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from [changefeed].[state:ledger.entries] as st
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from [changefeed].[outbox:ledger.entries] as o with (readcommittedlock, readpast)
+    order by shard_id;
+end';
+
 if object_id(N'[ledger].[capture:changefeed.ledger.entries]', N'TR') is not null
     exec sp_executesql N'drop trigger [ledger].[capture:changefeed.ledger.entries]';
 
@@ -1399,10 +1439,13 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:ledg
 
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:ledger.entries] to [changefeed_reader:ledger.entries]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[shards:ledger.entries] to [changefeed_reader:ledger.entries]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:ledger.entries] to [changefeed_reader:ledger.entries]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', protocol_version = 2, updated_at = sysutcdatetime()
+set options = N'{"block_bits": 36, "lock_probe_ms": 10, "stall_timeout_ms": 800}', names = N'{"barrier_acquire": "barrier_acquire:ledger.entries", "barrier_check": "barrier_check:ledger.entries", "ck_session_state": "ck:session.state:ledger.entries", "ck_time_hint": "ck:outbox.time_hint:ledger.entries", "df_order_sequence": "df:outbox.order_sequence:ledger.entries", "df_time_hint": "df:outbox.time_hint:ledger.entries", "df_txid": "df:outbox.txid:ledger.entries", "feed": "feed:ledger.entries", "feed_write_lock": "feed_write_lock:ledger.entries", "incident": "incident:ledger.entries", "ix_outbox_txid": "ix:outbox.txid:ledger.entries", "outbox": "outbox:ledger.entries", "pk_feed": "pk:feed:ledger.entries", "pk_incident": "pk:incident:ledger.entries", "pk_outbox": "pk:outbox:ledger.entries", "pk_session": "pk:session:ledger.entries", "pk_state": "pk:state:ledger.entries", "read_feed": "read_feed:ledger.entries", "read_type": "type:read:ledger.entries", "reader": "changefeed_reader:ledger.entries", "safe_point": "safe_point:ledger.entries", "sequence": "sequence:ledger.entries", "session": "session:ledger.entries", "shards": "shards:ledger.entries", "state": "state:ledger.entries", "tombstone": "tombstone:ledger.entries", "writer": "changefeed_writer:ledger.entries"}', protocol_version = 2,
+    updated_at = sysutcdatetime()
 where feed_id = N'ledger.entries';
 commit;
 select N'upgraded' as action;
@@ -1454,6 +1497,12 @@ if object_id(N'[changefeed].[barrier_check:ledger.entries]') is not null
 begin
     set @found = 1;
     drop procedure [changefeed].[barrier_check:ledger.entries];
+end;
+
+if object_id(N'[changefeed].[shards:ledger.entries]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[shards:ledger.entries];
 end;
 
 if object_id(N'[changefeed].[lock:ledger.entries]') is not null

@@ -171,22 +171,16 @@ class SqlServerBackend(Backend):
                 for r in rows}  # fmt: skip
 
     def shards(self, info: FeedInfo) -> list[int]:
-        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
-        shards = set(self._all_safe_points(info))
-        if info.mode == "outbox":
-            try:
-                _, rows = self._execute(
-                    f"select distinct shard_id from {self._q(info.name('outbox'))} with (readpast)"
-                )
-            except Exception as exc:
-                if _number(exc) == 229:  # permission denied
-                    raise ChangefeedSourceError(
-                        f"feed {info.feed_id}: this user may not list the shards of the outbox; "
-                        "name them with the option shards, e.g. .option('shards', '0,1,2')"
-                    ) from None
-                raise
-            shards.update(int(r[0]) for r in rows)
-        return sorted(shards)
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows
+        (``[shards:<feed>]``, which the reader role may execute)."""
+        if "shards" not in info.names:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id} was set up by an older version of the package and cannot "
+                "list its shards: run changefeed.upgrade_feed for it, or name the shards with "
+                "the option shards, e.g. .option('shards', '0,1,2')"
+            )
+        _, rows = self._execute(f"exec {self._q(info.name('shards'))}")
+        return [int(r[0]) for r in rows]
 
     def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
         found = self._all_safe_points(info)
