@@ -534,9 +534,9 @@ def render(
             )
     lines += [
         "",
-        "One blocking write with no other writer (median ms of each step; a shard's writes "
-        "run one after the other, so 1000 / *whole write* is the most one shard can do even "
-        "without any waiting):",
+        "One blocking write with no other writer (median ms of each step; with other "
+        "writers the start of the lock call and the COMMIT overlap the neighbours' writes, "
+        "see below):",
         "",
         "| commit | " + " | ".join(breakdown[True]) + " | 1000 / whole write |",
         "| --- |" + " ---: |" * (len(breakdown[True]) + 1),
@@ -615,10 +615,11 @@ def render(
         f"call allocates its block while that COMMIT waits for its WAL flush (protocol "
         f"4.3), so the commits of one shard share flushes. One write alone takes "
         f"{durable_write:.2f} ms with a durable commit and {async_write:.2f} ms without "
-        f"the flush; the lock is held for about the latter, a ceiling of "
-        f"{1000 / async_write:,.0f}/s per shard before any hand-over cost. With "
-        f"{args.writers} writers on 2 shared cores each hand-over also waits for the next "
-        f"waiter's backend and client to be scheduled, so one shard reaches "
+        f"the flush (1000 / that: {1000 / async_write:,.0f}/s), but not all of it holds "
+        f"the lock: a waiting writer has done the first part of its lock call before the "
+        f"grant, and the previous writer's COMMIT runs after the release. With "
+        f"{args.writers} writers on 2 shared cores, where each hand-over also waits for the "
+        f"next waiter's backend and client to be scheduled, one shard reaches "
         f"{blocking_one.tps:,.0f}/s. Shards scale it "
         f"({pick('blocking', str(args.writers)).tps:,.0f}/s with "
         f"{args.writers}), and outbox mode does not serialise writers at all.",
