@@ -775,10 +775,10 @@ PG_BLOCKING_SQL = ("docs/postgres.md", "064029a5b079")
 PG_OUTBOX_SQL = ("docs/postgres.md", "e5da92b18272")
 PG_GRANTS = ("docs/postgres.md", "70f4facbf5b8")
 PG_TOMBSTONE = ("docs/postgres.md", "a13c8128abeb")
-PG_POST_HOOK = ("docs/postgres.md", "6c8dfdb65a6b")
+PG_POST_HOOK = ("docs/postgres.md", "4df10937bd02")
 PG_CAPTURE_SH = ("docs/postgres.md", "4f0c87515594")
 PG_CAPTURE_SQL = ("docs/postgres.md", "c3970bc0d76e")
-SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "6c8dfdb65a6b")
+SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "4df10937bd02")
 SQLSERVER_SH = ("docs/sqlserver.md", "9e53208c9784")
 SQLSERVER_NAMES = ("docs/sqlserver.md", "4ed17ac3a701")
 SQLSERVER_TSQL = [
@@ -788,7 +788,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
     ("docs/sqlserver.md", "953e955edcdf"),
 ]  # fmt: skip
-PROTOCOL_YAML = ("docs/protocol.md", "6c3d92c11c25")
+PROTOCOL_YAML = ("docs/protocol.md", "6af165c4f5c9")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")
 UDFS_PYTHON = ("docs/spark-udfs.md", "3d5a791aab94")
 UDFS_STRICT_ERROR = ("docs/spark-udfs.md", "9dc0d54e59c3")
