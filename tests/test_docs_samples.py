@@ -989,7 +989,7 @@ def test_others_spark_udfs_guide(spark: Any, tmp_path: Path) -> None:
 
 SPARK_CONSUMER = ("docs/spark.md", "9a57ef17e1a1")
 SPARK_FILTERING_CONSUMER = ("docs/spark.md", "e59293553587")
-SPARK_PUBLISHER = ("docs/spark.md", "ccce15a271b8")
+SPARK_PUBLISHER = ("docs/spark.md", "738c913c7b81")
 SPARK_SOURCES = ("docs/spark.md", "8b85ab02ecd5")
 OTHERS.update({
     key: f"{HERE}::test_others_spark_guide_models"
