@@ -69,3 +69,11 @@ def dbt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         postgres_uri=lambda: request.getfixturevalue("pg_uri"),
         spark=lambda: request.getfixturevalue("spark"),
     )
+
+
+@pytest.fixture(scope="session")
+def kill_scenario_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The Spark kill scenario (tests/sparkfeed_driver.py), run once per session."""
+    from tests.sparkfeed_driver import kill_scenario
+
+    return kill_scenario(tmp_path_factory.getbasetemp() / "sparkfeed-scenario")

@@ -28,6 +28,7 @@ import re
 import sys
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -422,6 +423,13 @@ def dump_step(out: str, schema: str, *tables: str) -> dict[str, Any]:
 
 
 _SCENARIOS: dict[str, dict[str, Any]] = {}
+
+
+def dumped_rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[Any, ...]]:
+    """The rows of one table of a scenario dump, as a multiset."""
+    data = dump[f"{schema}.{table}"]
+    assert data is not None, f"{schema}.{table} does not exist"
+    return Counter(tuple(r) for r in data["rows"])
 
 
 def kill_scenario(root: Path) -> dict[str, Any]:

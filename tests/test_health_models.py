@@ -21,7 +21,6 @@ from tests.sparkfeed_driver import (
     PUB_CONSUMER,
     PUBLISHED,
     SHORT,
-    kill_scenario,
     landed_rows,
 )
 
@@ -31,8 +30,8 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def health(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    scenario = kill_scenario(tmp_path_factory.getbasetemp() / "sparkfeed-scenario")
+def health(kill_scenario_run: dict[str, Any]) -> dict[str, Any]:
+    scenario = kill_scenario_run
     result = scenario["results"]["k1"]
     assert result.failure() is None, result.failure()
     return dict(scenario["dumps"]["health"])

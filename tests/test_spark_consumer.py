@@ -24,8 +24,10 @@ from tests.sparkfeed_driver import (
     KILL,
     PUB_CONSUMER,
     SHORT,
-    kill_scenario,
     landed_rows,
+)
+from tests.sparkfeed_driver import (
+    dumped_rows as rows,
 )
 
 pytestmark = pytest.mark.spark
@@ -207,14 +209,8 @@ def test_macros_name_the_supported_adapters_elsewhere(dbt: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return kill_scenario(tmp_path_factory.getbasetemp() / "sparkfeed-scenario")
-
-
-def rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[Any, ...]]:
-    data = dump[f"{schema}.{table}"]
-    assert data is not None, f"{schema}.{table} does not exist"
-    return Counter(tuple(r) for r in data["rows"])
+def scenario(kill_scenario_run: dict[str, Any]) -> dict[str, Any]:
+    return kill_scenario_run
 
 
 def expected_consumer(batches: tuple[int, ...], keep: Any = None) -> Counter[tuple[Any, ...]]:

@@ -24,7 +24,9 @@ from tests.sparkfeed_driver import (
     PUB_CONSUMER,
     PUBLISHED,
     SHOP_WAVES,
-    kill_scenario,
+)
+from tests.sparkfeed_driver import (
+    dumped_rows as rows,
 )
 
 pytestmark = pytest.mark.spark
@@ -327,14 +329,8 @@ def test_publish_feed_needs_a_call_block(dbt: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return kill_scenario(tmp_path_factory.getbasetemp() / "sparkfeed-scenario")
-
-
-def rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[Any, ...]]:
-    data = dump[f"{schema}.{table}"]
-    assert data is not None, f"{schema}.{table} does not exist"
-    return Counter(tuple(r) for r in data["rows"])
+def scenario(kill_scenario_run: dict[str, Any]) -> dict[str, Any]:
+    return kill_scenario_run
 
 
 @pytest.mark.slow
