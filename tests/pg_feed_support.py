@@ -9,7 +9,8 @@ the catalogue.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +23,32 @@ SCHEMA = "changefeed"
 
 def connect(uri: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
     return psycopg.connect(uri, autocommit=autocommit)
+
+
+def race(
+    connect: Callable[[], psycopg.Connection[Any]], statements: list[str]
+) -> list[BaseException | None]:
+    """Run each statement on its own connection, released together by a barrier once all
+    connections are open; the error of each (None if it succeeded), in order."""
+    gate = threading.Barrier(len(statements))
+    results: list[BaseException | None] = [None] * len(statements)
+    conns = [connect() for _ in statements]
+
+    def run(i: int) -> None:
+        gate.wait(30)
+        try:
+            conns[i].execute(statements[i])
+        except psycopg.Error as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(statements))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for conn in conns:
+        conn.close()
+    return results
 
 
 def create_table(conn: psycopg.Connection[Any], schema: str, table: str, columns: str) -> None:
@@ -138,3 +165,28 @@ def ulid_low(ulid: bytes) -> int:
 def block_of(ulid: bytes) -> tuple[bytes, int]:
     """The block a ULID belongs to: (ulid_high, low >> 36)."""
     return ulid[:8], ulid_low(ulid) >> 36
+
+
+def write_shop_events(uri: str, order_shards: Sequence[int] = (0, 1)) -> None:
+    """In a database set up like examples/shop (tables and feeds): one order per entry of
+    ``order_shards`` on that shard (blocking), and one unmoved payment on shard 0 (outbox)."""
+    from changefeed.client import PostgresFeed
+
+    orders, payments = PostgresFeed("shop.orders"), PostgresFeed("shop.payments")
+    with connect(uri) as conn:
+        for shard in order_shards:
+            with orders.write(conn, shard) as w:
+                row = conn.execute(
+                    "insert into shop.orders (customer_id, shard_id, status, amount) "
+                    "values (1, %s, 'created', 10) returning order_id",
+                    (shard,),
+                ).fetchone()
+                assert row is not None
+                w.insert_events([(row[0],)])
+        with conn.transaction():
+            row = conn.execute(
+                "insert into shop.payments (order_id, shard_id, kind, amount) "
+                "values (1, 0, 'charge', 10) returning payment_id"
+            ).fetchone()
+            assert row is not None
+            payments.insert_outbox(conn, 0, [(row[0],)])

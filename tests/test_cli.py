@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.pg_feed_support import write_shop_events
 
 from changefeed.cli import main
 
@@ -36,7 +37,6 @@ def shop_uri(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A fresh database with the shop's tables and feeds, and a few committed events."""
     import psycopg
 
-    from changefeed.client import PostgresFeed
     from changefeed.demo._dbt import DbtProject, postgres_output
     from changefeed.demo._layout import EXAMPLE_DIR
 
@@ -48,21 +48,7 @@ def shop_uri(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
                          postgres_output(uri, "public"))  # fmt: skip
     project.invoke(["run-operation", "create_shop_tables"])
     project.invoke(["run-operation", "setup_shop_feeds"])
-    orders, payments = PostgresFeed("shop.orders"), PostgresFeed("shop.payments")
-    with psycopg.connect(uri, autocommit=True) as conn:
-        for shard in (0, 0, 1):
-            with orders.write(conn, shard) as w:
-                order_id = conn.execute(
-                    "insert into shop.orders (customer_id, shard_id, status, amount) "
-                    "values (1, %s, 'created', 10) returning order_id", (shard,)
-                ).fetchone()[0]  # fmt: skip
-                w.insert_events([(order_id,)])
-        with conn.transaction():
-            payment_id = conn.execute(
-                "insert into shop.payments (order_id, shard_id, kind, amount) "
-                "values (1, 0, 'charge', 10) returning payment_id"
-            ).fetchone()[0]
-            payments.insert_outbox(conn, 0, [(payment_id,)])
+    write_shop_events(uri, order_shards=(0, 0, 1))
     return uri
 
 

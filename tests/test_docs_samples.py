@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.pg_feed_support import write_shop_events
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -393,28 +394,6 @@ def shop_database(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
         return made[name]
 
     return make
-
-
-def write_shop_events(uri: str) -> None:
-    """Orders on shards 0 and 1 (blocking), one unmoved payment on shard 0 (outbox)."""
-    from changefeed.client import PostgresFeed
-
-    orders, payments = PostgresFeed("shop.orders"), PostgresFeed("shop.payments")
-    with connection(uri) as conn:
-        for shard in (0, 1):
-            with orders.write(conn, shard) as w:
-                order_id = conn.execute(
-                    "insert into shop.orders (customer_id, shard_id, status, amount) "
-                    "values (1, %s, 'created', 10) returning order_id",
-                    (shard,),
-                ).fetchone()[0]
-                w.insert_events([(order_id,)])
-        with conn.transaction():
-            payment_id = conn.execute(
-                "insert into shop.payments (order_id, shard_id, kind, amount) "
-                "values (1, 0, 'charge', 10) returning payment_id"
-            ).fetchone()[0]
-            payments.insert_outbox(conn, 0, [(payment_id,)])
 
 
 @pytest.fixture(scope="module")

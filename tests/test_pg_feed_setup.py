@@ -8,7 +8,6 @@ post-hook) on the embedded PostgreSQL 16 server.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from tests.pg_feed_support import (
     create_table,
     object_oids,
     q,
+    race,
     registry_row,
     setup_feed,
     shortened,
@@ -261,26 +261,7 @@ def test_concurrent_setups_leave_exactly_one_feed(
         "postgres",
     )
 
-    def race(statements: list[str]) -> list[BaseException | None]:
-        barrier = threading.Barrier(len(statements))
-        results: list[BaseException | None] = [None] * len(statements)
-
-        def run(i: int) -> None:
-            with connect(pg_uri) as conn:
-                barrier.wait()
-                try:
-                    conn.execute(statements[i])
-                except psycopg.Error as exc:
-                    results[i] = exc
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(statements))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return results
-
-    assert race([blocking_sql, blocking_sql]) == [None, None]
+    assert race(lambda: connect(pg_uri), [blocking_sql, blocking_sql]) == [None, None]
     names = _feed_names(admin, "cf_race.orders")
     assert admin.execute(
         "select count(*) from changefeed.feeds where feed_id = 'cf_race.orders'"
@@ -288,7 +269,7 @@ def test_concurrent_setups_leave_exactly_one_feed(
     assert "feed" in object_oids(admin, names)
 
     teardown_feed(dbt, "cf_race", "orders")
-    results = race([blocking_sql, outbox_sql])
+    results = race(lambda: connect(pg_uri), [blocking_sql, outbox_sql])
     failures = [r for r in results if r is not None]
     assert len(failures) == 1, results
     assert failures[0].sqlstate == "CF008"  # type: ignore[attr-defined]

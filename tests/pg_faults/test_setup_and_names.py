@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from tests.pg_feed_support import race
 
 from pg_faults.checker import History, check
 from pg_faults.conftest import Connections, MakeFeed
@@ -164,26 +165,6 @@ def _setup_sql(faults_dbt: Any, schema: str, table: str, modes: list[str]) -> li
     return rendered
 
 
-def _race(connect: Connections, statements: list[str]) -> list[BaseException | None]:
-    gate = threading.Barrier(len(statements))
-    results: list[BaseException | None] = [None] * len(statements)
-    conns = [connect() for _ in statements]
-
-    def run(i: int) -> None:
-        gate.wait(30)
-        try:
-            conns[i].execute(statements[i])
-        except psycopg.Error as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(statements))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
-
-
 def test_concurrent_setups(
     connect: Connections, admin: psycopg.Connection[Any], faults_dbt: Any
 ) -> None:
@@ -198,7 +179,7 @@ def test_concurrent_setups(
         )
     # Four sessions run the same setup at once: one feed, no error (D2).
     [blocking_sql] = _setup_sql(faults_dbt, "pgf_race_same", "t", ["blocking"])
-    assert _race(connect, [blocking_sql] * 4) == [None] * 4
+    assert race(connect, [blocking_sql] * 4) == [None] * 4
     kit = FeedKit.load(admin, "pgf_race_same.t")
     count = admin.execute(
         "select count(*) from changefeed.feeds where feed_id = 'pgf_race_same.t'"
@@ -209,7 +190,7 @@ def test_concurrent_setups(
     check(history, kit.final(admin))
     # Two modes race: exactly one wins, the other fails clearly; no half-made feed.
     statements = _setup_sql(faults_dbt, "pgf_race_modes", "t", ["blocking", "outbox"] * 2)
-    results = _race(connect, statements)
+    results = race(connect, statements)
     failures = [r for r in results if r is not None]
     winner = FeedKit.load(admin, "pgf_race_modes.t")
     assert len(failures) == 2, results
