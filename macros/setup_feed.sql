@@ -12,17 +12,3 @@
 {% macro default__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
   {{ changefeed._feed_unsupported_adapter('setup_feed') }}
 {% endmacro %}
-
-{% macro postgres__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
-  {{ return(changefeed._postgres_setup_feed(spec)) }}
-{% endmacro %}
-
-{% macro sqlserver__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._sqlserver_key_columns, capture, shard) -%}
-  {{ return(changefeed._sqlserver_setup_feed(spec)) }}
-{% endmacro %}

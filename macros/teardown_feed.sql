@@ -11,13 +11,3 @@
 {% macro default__teardown_feed(relation) %}
   {{ changefeed._feed_unsupported_adapter('teardown_feed') }}
 {% endmacro %}
-
-{% macro postgres__teardown_feed(relation) %}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {{ return(changefeed._postgres_teardown_feed(changefeed._feed_identity(changefeed._feed_relation(relation)))) }}
-{% endmacro %}
-
-{% macro sqlserver__teardown_feed(relation) %}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {{ return(changefeed._sqlserver_teardown_feed(changefeed._feed_identity(changefeed._feed_relation(relation)))) }}
-{% endmacro %}

@@ -13,17 +13,3 @@
 {% macro default__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
   {{ changefeed._feed_unsupported_adapter('upgrade_feed') }}
 {% endmacro %}
-
-{% macro postgres__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
-  {{ return(changefeed._postgres_upgrade_feed(spec)) }}
-{% endmacro %}
-
-{% macro sqlserver__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._sqlserver_key_columns, capture, shard) -%}
-  {{ return(changefeed._sqlserver_upgrade_feed(spec)) }}
-{% endmacro %}

@@ -1,3 +1,11 @@
+{#- postgres__setup_feed: the postgres implementation of changefeed.setup_feed (macros/setup_feed.sql). -#}
+{% macro postgres__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_build_spec(
+      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
+  {{ return(changefeed._postgres_setup_feed(spec)) }}
+{% endmacro %}
+
 {#-
   Sets up one feed (called by postgres__setup_feed with the spec). Idempotent and all or
   nothing (protocol section 10): an unchanged config is a no-op; a changed mode or key, or

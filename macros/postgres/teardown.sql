@@ -1,3 +1,9 @@
+{#- postgres__teardown_feed: the postgres implementation of changefeed.teardown_feed (macros/teardown_feed.sql). -#}
+{% macro postgres__teardown_feed(relation) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {{ return(changefeed._postgres_teardown_feed(changefeed._feed_identity(changefeed._feed_relation(relation)))) }}
+{% endmacro %}
+
 {#-
   Drops every object of a feed (its history and undelivered outbox rows included), its
   roles and its registry row, in one statement under the setup lock. Names come from the

@@ -1,3 +1,11 @@
+{#- postgres__upgrade_feed: the postgres implementation of changefeed.upgrade_feed (macros/upgrade_feed.sql). -#}
+{% macro postgres__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_build_spec(
+      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
+  {{ return(changefeed._postgres_upgrade_feed(spec)) }}
+{% endmacro %}
+
 {#-
   Re-creates a feed's functions and procedures (and their grants) from this package's
   code; tables, data, roles and table grants are kept. The mode, key, capture and shard
