@@ -10,5 +10,5 @@
 {% endmacro %}
 
 {% macro default__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {{ changefeed._feed_unsupported_adapter('setup_feed') }}
+  {{ changefeed._unsupported_adapter('setup_feed', 'feed') }}
 {% endmacro %}

@@ -11,5 +11,5 @@
 {% endmacro %}
 
 {% macro default__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {{ changefeed._feed_unsupported_adapter('upgrade_feed') }}
+  {{ changefeed._unsupported_adapter('upgrade_feed', 'feed') }}
 {% endmacro %}

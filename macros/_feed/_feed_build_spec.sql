@@ -15,10 +15,3 @@
   {%- set keys = key_columns(source, options['key']) -%}
   {{ return(changefeed._feed_spec(source, options, keys)) }}
 {% endmacro %}
-
-
-{% macro _feed_unsupported_adapter(operation) %}
-  {{ exceptions.raise_compiler_error(
-      "changefeed." ~ operation ~ " does not support the '" ~ adapter.type() ~ "' adapter;"
-      ~ " supported adapters: postgres, sqlserver") }}
-{% endmacro %}

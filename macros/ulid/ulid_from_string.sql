@@ -15,7 +15,7 @@
 
 
 {% macro default__ulid_from_string(column) -%}
-    {{ changefeed._ulid_unsupported('ulid_from_string') }}
+    {{ changefeed._unsupported_adapter('ulid_from_string', 'ulid') }}
 {%- endmacro %}
 
 

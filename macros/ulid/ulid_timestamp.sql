@@ -15,7 +15,7 @@
 
 
 {% macro default__ulid_timestamp(column) -%}
-    {{ changefeed._ulid_unsupported('ulid_timestamp') }}
+    {{ changefeed._unsupported_adapter('ulid_timestamp', 'ulid') }}
 {%- endmacro %}
 
 

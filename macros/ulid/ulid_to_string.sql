@@ -14,7 +14,7 @@
 
 
 {% macro default__ulid_to_string(column) -%}
-    {{ changefeed._ulid_unsupported('ulid_to_string') }}
+    {{ changefeed._unsupported_adapter('ulid_to_string', 'ulid') }}
 {%- endmacro %}
 
 
