@@ -7,7 +7,7 @@
 {% macro _postgres_feed_statements(spec) %}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {{ return(changefeed._postgres_registry_statements(spec['schema'])
-            + changefeed._postgres_table_statements(ctx)
+            + changefeed._postgres_tables_statements(ctx)
             + changefeed._postgres_routine_statements(ctx)
-            + changefeed._postgres_grant_statements(ctx)) }}
+            + changefeed._postgres_grants_statements(ctx)) }}
 {% endmacro %}

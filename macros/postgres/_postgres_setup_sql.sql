@@ -52,7 +52,7 @@ begin
     -- finishes on the old body instead of failing with "cache lookup failed".
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
-     + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
+     + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
     update {{ registry }} as f
        set options = {{ lit(tojson(options)) }}::jsonb, names = {{ lit(tojson(ctx['n'])) }}::jsonb,
@@ -70,10 +70,10 @@ begin
         || {{ ctx['lit_feed'] }} || ' needs is already used by the feed ' || v_clash.feed_id,
       hint = 'The two tables'' names share a shortened prefix and md5 prefix; rename one of the tables.';
   end if;
-{{ changefeed._postgres_execute_all(changefeed._postgres_table_statements(ctx)) }}
+{{ changefeed._postgres_execute_all(changefeed._postgres_tables_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
-     + changefeed._postgres_grant_statements(ctx)) }}
+     + changefeed._postgres_grants_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   insert into {{ registry }} as f
     (feed_id, source_database, source_schema, source_table, source_relation, mode, key_signature,
