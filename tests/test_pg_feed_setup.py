@@ -89,6 +89,41 @@ def test_feed_statements_render_without_a_database_round_trip(dbt: Any) -> None:
         assert routines > 0 and routines == text.count("from public")
 
 
+def test_teardown_drops_every_routine_that_setup_creates(dbt: Any) -> None:
+    """_postgres_routine_kinds is the one list of routines: setup creates each kind with its
+    _postgres_routine_<kind> macro, and the teardown statement drops every one of them."""
+    capture = "'protocol_version': 2, 'capture': 'trigger', 'shard': '(id % 3)'"
+    specs = [
+        SPEC.replace("MODE", "'blocking'"),
+        SPEC.replace("MODE", "'outbox'"),
+        SPEC.replace("MODE", "'outbox'").replace("'protocol_version': 2", capture),
+    ]
+    rendered = dbt.render_many(
+        [
+            "{% set s = " + spec + " %}{% set ctx = changefeed._postgres_feed_context(s) %}"
+            "{% for st in changefeed._postgres_feed_statements(s) %}{{ st }}\n;;\n{% endfor %}"
+            "@@teardown@@{{ changefeed._postgres_sql_teardown(ctx, ctx['n']) }}"
+            for spec in specs
+        ],
+        "postgres",
+    )
+    routine = r'(function|procedure) ("changefeed"\."[^"]+")'
+    created_per_spec = []
+    for text in rendered:
+        setup, teardown = text.split("@@teardown@@")
+        created = set(re.findall("create or replace " + routine, setup))
+        dropped = set(re.findall("drop " + routine.replace(") (", ") if exists (", 1), teardown))
+        assert created and created <= dropped, created - dropped
+        # Teardown also drops a capture function the registry may not name (capture was
+        # switched off, or the row is gone), and nothing else beyond what setup created.
+        assert {name for _, name in dropped - created} <= {'"changefeed"."capture:cf_render.t"'}
+        created_per_spec.append({name for _, name in created})
+    blocking, outbox, captured = created_per_spec
+    assert '"changefeed"."lock:cf_render.t"' in blocking - outbox
+    assert '"changefeed"."move_outbox:cf_render.t"' in outbox - blocking
+    assert captured - outbox == {'"changefeed"."capture:cf_render.t"'}
+
+
 def test_reserved_key_column_names_fail_clearly(dbt: Any) -> None:
     spec = SPEC.replace("MODE", "'blocking'").replace("'name': 'id'", "'name': 'ulid'")
     with pytest.raises(
@@ -253,7 +288,7 @@ def test_concurrent_setups_leave_exactly_one_feed(
     blocking_sql, outbox_sql = dbt.render_many(
         [
             "{% set s = " + spec.replace("MODE", mode) + " %}"
-            "{{ changefeed._postgres_setup_sql(s, changefeed._postgres_feed_context(s),"
+            "{{ changefeed._postgres_sql_setup(s, changefeed._postgres_feed_context(s),"
             " changefeed._postgres_key_signature(s['keys']),"
             " changefeed._postgres_feed_options(s)) }}"
             for mode in ("'blocking'", "'outbox'")

@@ -1,6 +1,11 @@
 {#-
-  The feed's roles and their privileges (protocol section 9). routines_only gives just the
-  execute grants (re-applied after upgrade re-creates the routines).
+  The feed's writer and reader roles and their privileges (protocol section 9).
+-#}
+
+
+{#-
+  routines_only gives just the execute grants (re-applied after setup or upgrade
+  re-creates the routines).
   writer: lock, ulid, update_state, release (and lock's internal lock_wait, lock_try, which
           it calls with the caller's rights); insert into feed (blocking) or into the
           outbox's shard_id, time_hint and key columns (outbox; txid and order_sequence
@@ -10,7 +15,7 @@
           tombstone, shards and (outbox) move_outbox. No table writes.
   Both: usage on the changefeed schema and select on the registry (clients read names).
 -#}
-{% macro _postgres_grant_statements(ctx, routines_only=false) %}
+{% macro _postgres_grants_statements(ctx, routines_only=false) %}
   {%- set q = ctx['q'] -%}
   {%- set writer = changefeed._postgres_ident(ctx['n']['writer_role']) -%}
   {%- set reader = changefeed._postgres_ident(ctx['n']['reader_role']) -%}

@@ -1,3 +1,9 @@
+{#-
+  tombstone (protocol section 6): a reader abandons a stuck pending write and burns the
+  shard's lock generation. (The stall burn of section 4.2 is part of lock_wait, writer.sql.)
+-#}
+
+
 {#- tombstone:<feed>(shard_id, session_id, write_id) -> boolean: protocol section 6. Marks
     a pending session abandoned, burns the shard's lock generation (so that waiting
     writers stop waiting for the stale holder) and records an incident. Returns whether it

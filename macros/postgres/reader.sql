@@ -1,3 +1,9 @@
+{#-
+  The reader's routines: read_feed (protocol section 8), safe_point (section 6) and
+  shards (the feed's shards, for readers not told them; section 9).
+-#}
+
+
 {#- read_feed:<feed>(shard_id, cursor, page_size) -> setof feed rows: protocol section 8.
     Events with cursor < ulid <= safe point, in ULID order, at most page_size of them, and
     a full page ends at the last complete block (a transaction larger than page_size is
@@ -69,4 +75,61 @@ set search_path = pg_catalog, pg_temp
 as
   {%- endset %}
   {{ return(header ~ ' ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- safe_point:<feed>(shard_id) -> (safe_point, head, pending): protocol section 6, from
+    the state row and the session table only (its cost does not grow with the feed).
+    head = ulid_high || int8(ulid_low - 1), the last ULID of the last allocated block,
+    in signed arithmetic: after a block that ended at -1 the next free start is 0, and
+    the head is still that block's last ULID (16 zero bytes for a new shard);
+    safe_point = least(head, the ULID below the first ULID of every pending session of
+    the shard, of any generation: a burned holder's session is abandoned by the burn, and
+    one that is committing keeps its block until it has). One statement, so one
+    snapshot. -#}
+{% macro _postgres_routine_safe_point(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+select least(h.head, p.first_pending) as safe_point, h.head, p.pending
+  from (select coalesce(
+                 (select st.ulid_high || pg_catalog.int8send(st.ulid_low - 1)
+                    from {{ q['state'] }} as st where st.shard_id = $1),
+                 pg_catalog.decode('00000000000000000000000000000000', 'hex')) as head) as h,
+       (select (select se.before_ulid
+                  from {{ q['session'] }} as se
+                 where se.shard_id = $1 and se.state = 0
+                 order by se.before_ulid limit 1) as first_pending,
+               (select pg_catalog.count(*)::integer
+                  from {{ q['session'] }} as se
+                 where se.shard_id = $1 and se.state = 0) as pending) as p
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['safe_point'] ~ '(p_shard_id integer)
+returns table (safe_point bytea, head bytea, pending integer)
+language sql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- shards:<feed>() -> setof shard_id: the feed's shards, in order: those with a state row
+    and, in outbox mode, those with unmoved outbox rows. SECURITY DEFINER, because the
+    reader role may not read the state or the outbox, yet a reader that is not told its
+    shards (the Spark source without its `shards` option) must find them all. -#}
+{% macro _postgres_routine_shards(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+select st.shard_id from {{ q['state'] }} as st
+{%- if ctx['mode'] == 'outbox' %}
+union
+select o.shard_id from {{ q['outbox'] }} as o
+{%- endif %}
+order by 1
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['shards'] ~ '()
+returns table (shard_id integer)
+language sql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
 {% endmacro %}

@@ -1,4 +1,51 @@
 {#-
+  The shared feed registry (protocol section 9): its DDL, reading one feed's row, and the
+  check of a row against the requested spec that turns a changed mode or key, or a
+  protocol version mismatch, into an error naming the remedy (section 10, D1).
+-#}
+
+
+{#- The changefeed schema and the shared feed registry (protocol section 9), created if
+    missing. Every feed of the database has one row; `names` maps each object kind to the
+    name this feed uses, so that clients read names rather than recompute them. -#}
+{% macro _postgres_registry_statements(schema_name) %}
+  {%- set schema = changefeed._postgres_ident(schema_name) -%}
+  {{ return([
+    'create schema if not exists ' ~ schema,
+    'create table if not exists ' ~ schema ~ '.feeds (
+  feed_id text not null primary key,
+  source_database text not null,
+  source_schema text not null,
+  source_table text not null,
+  source_relation text not null,
+  mode text not null,
+  key_signature text not null,
+  keys jsonb not null,
+  options jsonb not null,
+  names jsonb not null,
+  protocol_version integer not null,
+  created_at timestamptz not null default pg_catalog.now(),
+  updated_at timestamptz not null default pg_catalog.now()
+)',
+  ]) }}
+{% endmacro %}
+
+
+{#- The feed's registry row as a mapping (none if the registry or the row does not exist). -#}
+{% macro _postgres_registry_row(spec) %}
+  {%- set registry = changefeed._postgres_ident(spec['schema']) ~ '.feeds' -%}
+  {%- set found = changefeed._postgres_query_json(
+      "select pg_catalog.json_build_object('t', pg_catalog.to_regclass(" ~ changefeed._postgres_literal(registry) ~ "))") -%}
+  {%- if found is none or found['t'] is none -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {{ return(changefeed._postgres_query_json(
+      "select pg_catalog.row_to_json(f) from " ~ registry ~ " as f where f.feed_id = "
+      ~ changefeed._postgres_literal(spec['feed_id']))) }}
+{% endmacro %}
+
+
+{#-
   Compares a feed's registry row with the requested spec (protocol section 10, D1) and
   raises a compiler error naming the difference and the remedy when the mode or the key
   changed, or when the protocol versions differ (operation 'setup'; 'upgrade' accepts an

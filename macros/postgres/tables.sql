@@ -1,5 +1,11 @@
-{#- The feed's sequence and tables (protocol sections 3-6), in creation order. -#}
-{% macro _postgres_table_statements(ctx) %}
+{#-
+  DDL of a feed's sequence and its state, feed, session, incident and (outbox mode)
+  outbox tables (protocol sections 3-6, objects in section 9).
+-#}
+
+
+{#- In creation order: the outbox's order_sequence default reads the sequence. -#}
+{% macro _postgres_tables_statements(ctx) %}
   {%- set q = ctx['q'] -%}
   {%- set n = ctx['n'] -%}
   {%- set ident = changefeed._postgres_ident -%}

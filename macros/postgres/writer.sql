@@ -1,3 +1,71 @@
+{#-
+  The blocking-mode writer's routines (protocol section 4): lock (a procedure, 4.1-4.3)
+  with its privileged body lock_wait and its advisory-lock helper lock_try (also used by
+  the outbox mover), update_state (4.4) and release (section 6).
+-#}
+
+
+{#- lock:<feed>(shard_id, time_hint) -> (write_id, ulid_high, ulid_low): protocol 4.1-4.3.
+    A procedure that must run outside a transaction block: it commits, so that the
+    pending session is visible before the application's transaction starts.
+    PostgreSQL forbids COMMIT in SECURITY DEFINER procedures and in procedures with a SET
+    clause, so this one runs with the caller's rights, qualifies every name, and does the
+    privileged work in lock_wait:<feed> (SECURITY DEFINER). -#}
+{% macro _postgres_routine_lock(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+declare
+  v_probe text;
+  v_reference text;
+  v_row record;
+begin
+  -- CF005: COMMIT inside an exception block always fails, with one message inside a
+  -- transaction block (atomic context) and another outside. lock_try(null, ...) commits
+  -- inside a function, which is always atomic: its message is the reference.
+  begin
+    commit;
+  exception when invalid_transaction_termination then
+    get stacked diagnostics v_probe = message_text;
+  end;
+  if v_probe is distinct from 'cannot commit while a subtransaction is active' then
+    begin
+      perform {{ q['lock_try'] }}(null, null);
+    exception when invalid_transaction_termination then
+      get stacked diagnostics v_reference = message_text;
+    end;
+    if v_probe is not distinct from v_reference then
+      raise exception using
+        errcode = 'CF005',
+        message = 'changefeed: lock on feed ' || {{ ctx['lit_feed'] }}
+          || ' was called inside a transaction block; it must run outside one (autocommit), because it commits',
+        hint = 'Call it before BEGIN; then run your transaction and finish it with update_state() and COMMIT in one round trip.';
+    end if;
+  end if;
+  commit;
+  set transaction isolation level read committed;
+  -- The lock's own commit need not wait for its WAL flush: it is visible at once, and the
+  -- application's COMMIT later flushes it along with the data. This keeps a WAL flush out
+  -- of the time the shard's lock is held.
+  perform pg_catalog.set_config('synchronous_commit', 'off', true);
+  select w.o_write_id, w.o_ulid_high, w.o_ulid_low into v_row
+    from {{ q['lock_wait'] }}(p_shard_id, p_time_hint) as w;
+  write_id := v_row.o_write_id;
+  ulid_high := v_row.o_ulid_high;
+  ulid_low := v_row.o_ulid_low;
+  commit;
+end
+  {%- endset -%}
+  {{ return('create or replace procedure ' ~ q['lock'] ~ '(
+  p_shard_id integer,
+  p_time_hint timestamptz default null,
+  inout write_id bigint default null,
+  inout ulid_high bytea default null,
+  inout ulid_low bigint default null)
+language plpgsql
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
 {#- lock_wait:<feed>(shard_id, time_hint) -> (o_write_id, o_ulid_high, o_ulid_low): the
     privileged body of lock: (protocol 4.2 and 4.3), SECURITY DEFINER. Runs in the short
     READ COMMITTED transaction that lock: opens; lock: commits it.
@@ -203,6 +271,168 @@ end
   {%- endset -%}
   {{ return('create or replace function ' ~ q['lock_wait'] ~ '(p_shard_id integer, p_time_hint timestamptz)
 returns table (o_write_id bigint, o_ulid_high bytea, o_ulid_low bigint)
+language plpgsql volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- lock_try:<feed>(key, wait_ms, xact) -> boolean: take a session (or, with xact, a
+    transaction) advisory lock, waiting at most wait_ms. lock_timeout is set only around
+    the wait and caught here, because a procedure that commits cannot have an exception
+    handler around its COMMITs (protocol 4.2). Internal to lock: and move_outbox:.
+    A session lock this session already holds is reported as taken, not taken twice.
+    Called with a null key it runs COMMIT, which fails in a function; lock: uses that
+    error's wording to recognise a call inside a transaction block. -#}
+{% macro _postgres_routine_lock_try(ctx) %}
+  {%- set body -%}
+<<cf>>
+declare
+  v_old text;
+begin
+  if p_key is null then
+    commit;
+  end if;
+  -- Already held by this session (left over from a write whose transaction was cancelled
+  -- after the lock was taken)? Then it is ours: taking it again would count it twice, and
+  -- update_state's single unlock would leave it held for good.
+  if not p_xact and exists (
+      select 1 from pg_catalog.pg_locks as l
+       where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid() and l.objsubid = 1
+         and l.classid = ((p_key >> 32) & 4294967295)::oid and l.objid = (p_key & 4294967295)::oid
+         and l.granted) then
+    return true;
+  end if;
+  v_old := pg_catalog.current_setting('lock_timeout');
+  begin
+    perform pg_catalog.set_config('lock_timeout', greatest(p_wait_ms, 1)::text || 'ms', true);
+    if p_xact then
+      perform pg_catalog.pg_advisory_xact_lock(p_key);
+    else
+      perform pg_catalog.pg_advisory_lock(p_key);
+    end if;
+    perform pg_catalog.set_config('lock_timeout', v_old, true);
+    return true;
+  exception when lock_not_available then
+    -- The timeout may fire just after the lock was granted (the waiter was woken late);
+    -- the error then says timeout, but a session lock is held all the same, and rolling
+    -- back the subtransaction does not release it. Report what is true. (A transaction
+    -- lock is released by that rollback.)
+    if not p_xact and exists (
+        select 1 from pg_catalog.pg_locks as l
+         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid() and l.objsubid = 1
+           and l.classid = ((p_key >> 32) & 4294967295)::oid and l.objid = (p_key & 4294967295)::oid
+           and l.granted) then
+      return true;
+    end if;
+    return false;
+  end;
+end
+  {%- endset -%}
+  {{ return('create or replace function ' ~ ctx['q']['lock_try']
+      ~ '(p_key bigint, p_wait_ms integer, p_xact boolean default false)
+returns boolean
+language plpgsql volatile
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- update_state:<feed>() : protocol 4.4. Called inside the writer's transaction, in the same
+    round trip as its COMMIT: mark the session committed, compare-and-set on its pending
+    state (fails if it was burned, tombstoned or reaped), advance the sequence, release the
+    lock and clear the write. The state row is not touched: the lock call allocated the
+    block, so writers of a shard never wait for each other's COMMIT. Everything but the
+    lock release is transactional, so a failed COMMIT undoes it and the next lock holder
+    reaps the pending session. -#}
+{% macro _postgres_routine_update_state(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+<<cf>>
+declare
+  v_parts text[] := pg_catalog.string_to_array(pg_catalog.current_setting({{ ctx['lit_guc'] }}, true), ' ');
+  v_write_id bigint;
+  v_shard integer;
+  v_generation bigint;
+  v_now_generation bigint;
+begin
+  if v_parts[6] is null then
+    raise exception using errcode = 'CF004',
+      message = 'changefeed: no write is in progress on this connection for feed ' || {{ ctx['lit_feed'] }},
+      hint = 'Call the procedure ' || {{ changefeed._postgres_literal(q['lock']) }} || ' before the transaction, then update_state() just before COMMIT.';
+  end if;
+  v_write_id := v_parts[4]::bigint;
+  v_shard := v_parts[5]::integer;
+  v_generation := v_parts[6]::bigint;
+
+  update {{ q['session'] }} as se set state = 1, finished_at = pg_catalog.clock_timestamp()
+   where se.shard_id = cf.v_shard and se.session_id = pg_catalog.pg_backend_pid()
+     and se.write_id = cf.v_write_id and se.state = 0;
+  if not found then
+    -- Abandoned: burned after a stall (the generation moved on), tombstoned, or reaped.
+    select st.generation into v_now_generation from {{ q['state'] }} as st where st.shard_id = cf.v_shard;
+    raise exception using errcode = 'CF001',
+      message = 'changefeed: write ' || v_write_id::text || ' on ' || {{ ctx['lit_feed'] }} || ' shard '
+        || v_shard::text || ' was abandoned ('
+        || case when v_now_generation is distinct from v_generation
+                then 'its lock was burned after a stall or it was tombstoned: generation '
+                     || v_generation::text || ' -> ' || coalesce(v_now_generation::text, 'none')
+                else 'reaped by the next lock holder, or tombstoned by a reader' end
+        || '); roll back and retry',
+      hint = 'ROLLBACK, call release(), and run the transaction again.';
+  end if;
+
+  perform pg_catalog.nextval({{ ctx['lit_sequence'] }}::pg_catalog.regclass);
+  perform pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended(
+    {{ ctx['lit_lock_prefix'] }} || v_shard::text || '/' || v_generation::text, 0));
+  perform pg_catalog.set_config({{ ctx['lit_guc'] }}, '', false);
+end
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['update_state'] ~ '()
+returns void
+language plpgsql volatile
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- release:<feed>() -> boolean: after a ROLLBACK (or a failed COMMIT), abandon this
+    connection's write and release its lock if it still holds it. Idempotent: returns
+    false when there was no write to release. -#}
+{% macro _postgres_routine_release(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+<<cf>>
+declare
+  v_parts text[] := pg_catalog.string_to_array(pg_catalog.current_setting({{ ctx['lit_guc'] }}, true), ' ');
+  v_write_id bigint;
+  v_shard integer;
+  v_key bigint;
+begin
+  if v_parts[6] is null then
+    return false;
+  end if;
+  v_write_id := v_parts[4]::bigint;
+  v_shard := v_parts[5]::integer;
+  v_key := pg_catalog.hashtextextended({{ ctx['lit_lock_prefix'] }} || v_shard::text || '/' || v_parts[6], 0);
+  update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
+   where se.shard_id = cf.v_shard and se.session_id = pg_catalog.pg_backend_pid()
+     and se.write_id = cf.v_write_id and se.state = 0;
+  -- update_state releases the lock before COMMIT; if that COMMIT failed, the lock is gone.
+  if exists (select 1 from pg_catalog.pg_locks as l
+              where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid() and l.objsubid = 1
+                and l.classid = ((cf.v_key >> 32) & 4294967295)::oid
+                and l.objid = (cf.v_key & 4294967295)::oid and l.granted) then
+    perform pg_catalog.pg_advisory_unlock(v_key);
+  end if;
+  perform pg_catalog.set_config({{ ctx['lit_guc'] }}, '', false);
+  return true;
+end
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['release'] ~ '()
+returns boolean
 language plpgsql volatile
 security definer
 set search_path = pg_catalog, pg_temp
