@@ -520,14 +520,18 @@ def test_post_hook_project_yaml(pg_uri: str, tmp_path: Path) -> None:
         "my_project",
         snippet,
         {
-            "models/orders.sql": "select 42::bigint as order_id, 'new'::text as note",
+            "models/order_totals.sql": "select 42::bigint as order_id, 'new'::text as note",
             "models/no_feed.sql": "select 1 as id",
         },
     )
     dbt_project(project, tmp_path / "work", "my_project", uri, "cf_docs").invoke(["run"])
     with connection(uri) as conn:
         rows = conn.execute("select feed_id, mode from changefeed.feeds").fetchall()
-    assert rows == [("cf_docs.orders", "blocking")]
+        assert rows == [("cf_docs.order_totals", "outbox")]
+        # the model's first run wrote an event for its one row
+        assert conn.execute(
+            'select shard_id, order_id from changefeed."outbox:cf_docs.order_totals"'
+        ).fetchall() == [(0, 42)]
 
 
 def test_macros_order_updates_is_the_example_model() -> None:
@@ -754,10 +758,10 @@ PG_BLOCKING_SQL = ("docs/postgres.md", "064029a5b079")
 PG_OUTBOX_SQL = ("docs/postgres.md", "e5da92b18272")
 PG_GRANTS = ("docs/postgres.md", "70f4facbf5b8")
 PG_TOMBSTONE = ("docs/postgres.md", "a13c8128abeb")
-PG_POST_HOOK = ("docs/postgres.md", "4df10937bd02")
+PG_POST_HOOK = ("docs/postgres.md", "23e2fe6945ec")
 PG_CAPTURE_SH = ("docs/postgres.md", "4f0c87515594")
 PG_CAPTURE_SQL = ("docs/postgres.md", "c3970bc0d76e")
-SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "4df10937bd02")
+SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "23e2fe6945ec")
 SQLSERVER_SH = ("docs/sqlserver.md", "9e53208c9784")
 SQLSERVER_NAMES = ("docs/sqlserver.md", "4ed17ac3a701")
 SQLSERVER_TSQL = [
@@ -767,7 +771,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
     ("docs/sqlserver.md", "953e955edcdf"),
 ]  # fmt: skip
-PROTOCOL_YAML = ("docs/protocol.md", "6af165c4f5c9")
+PROTOCOL_YAML = ("docs/protocol.md", "8698c6f5f285")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")
 UDFS_PYTHON = ("docs/spark-udfs.md", "3d5a791aab94")
 UDFS_STRICT_ERROR = ("docs/spark-udfs.md", "9dc0d54e59c3")
@@ -874,7 +878,7 @@ def test_others_post_hook_configs(pg_uri: str, tmp_path: Path) -> None:
     for index, (key, schema) in enumerate([(PG_POST_HOOK, "cf_hook_pg"),
                                            (SQLSERVER_POST_HOOK, "cf_hook_mssql")]):  # fmt: skip
         project = _project_with(tmp_path / str(index), "shop", yaml.safe_load(block(*key)),
-                                {"models/orders.sql": orders})  # fmt: skip
+                                {"models/order_totals.sql": orders})  # fmt: skip
         dbt_project(project, tmp_path / f"work{index}", "shop", uri, schema).invoke(["run"])
     hook = {"models": {"+post-hook": "{{ changefeed.feed_post_hook() }}"}}
     project = _project_with(tmp_path / "protocol", "shop", hook, {
@@ -886,15 +890,18 @@ def test_others_post_hook_configs(pg_uri: str, tmp_path: Path) -> None:
         rows = conn.execute(
             "select feed_id, mode, options from changefeed.feeds order by 1"
         ).fetchall()
-        assert [(r[0], r[1]) for r in rows] == [
-            ("cf_hook_mssql.orders", "blocking"), ("cf_hook_pg.orders", "blocking"),
-            ("cf_hook_protocol.orders", "outbox")]  # fmt: skip
-        assert (rows[2][2]["capture"], rows[2][2]["shard"]) == ("trigger", "order_id % 8")
-        # the model's table got the capture triggers: its own row is an outbox row now
+        assert [(r[0], r[1], r[2]["capture"]) for r in rows] == [
+            ("cf_hook_mssql.order_totals", "outbox", "trigger"),
+            ("cf_hook_pg.order_totals", "outbox", "trigger"),
+            ("cf_hook_protocol.orders", "outbox", "trigger")]  # fmt: skip
+        assert rows[2][2]["shard"] == "order_id % 8"
+        # the model's first run wrote an event for its row, and the capture triggers record
+        # every later write
         conn.execute("insert into cf_hook_protocol.orders values (43, 'new')")
         assert conn.execute(
             'select shard_id, order_id from changefeed."outbox:cf_hook_protocol.orders"'
-        ).fetchall() == [(3, 43)]
+            " order by order_id"
+        ).fetchall() == [(2, 42), (3, 43)]
 
 
 def _long_name(kind: str, feed: str, limit: int = 128) -> str:

@@ -1,5 +1,6 @@
 """Setting up PostgreSQL feeds through real dbt: idempotence, errors, concurrency,
-teardown, upgrade, hostile and long names, the model post-hook, and the roles' grants.
+teardown, upgrade, hostile and long names, and the roles' grants (feeds on dbt models:
+tests/test_pg_feed_models.py).
 
 Every feed is set up with ``dbt run-operation changefeed.setup_feed`` (or a model's
 post-hook) on the embedded PostgreSQL 16 server.
@@ -421,36 +422,6 @@ def test_hostile_names_work_end_to_end(
     assert [e.key for e in page.events] == [("v'1",), ("v;2",)]
     assert teardown_feed(dbt, schema, table)[0].endswith("torn down")
     assert object_oids(admin, names) == {}
-
-
-# -- the model post-hook ---------------------------------------------------------------------
-
-
-def test_model_post_hook_sets_up_the_feed_once_and_the_feed_survives_rebuilds(
-    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
-) -> None:
-    teardown_feed(dbt, "cf_dbtkit", "cf_pg_orders")
-    dbt.invoke(["run", "--select", "cf_pg_orders", "cf_pg_no_feed"], "postgres")
-    row = registry_row(admin, "cf_dbtkit.cf_pg_orders")
-    assert row is not None and row["mode"] == "blocking"
-    assert row["options"]["stall_timeout_ms"] == 3000
-    assert registry_row(admin, "cf_dbtkit.cf_pg_no_feed") is None
-
-    feed = PostgresFeed("cf_dbtkit.cf_pg_orders")
-    with connect(pg_uri) as conn, feed.write(conn, 0) as w:
-        w.insert_events([(1,), (2,), (3,)])
-    names = dict(row["names"])
-    before = object_oids(admin, names)
-    dbt.invoke(["run", "--select", "cf_pg_orders"], "postgres")  # the table is rebuilt
-    assert object_oids(admin, names) == before
-    with connect(pg_uri) as conn:
-        assert [e.key for e in feed.read_page(conn, 0).events] == [(1,), (2,), (3,)]
-    teardown_feed(dbt, "cf_dbtkit", "cf_pg_orders")
-
-
-def test_a_model_with_two_different_changefeed_configs_is_refused(dbt: Any) -> None:
-    with pytest.raises(DbtError, match=r"changefeed config both under meta .* and they differ"):
-        dbt.invoke(["run", "--select", "cf_pg_conflicting_config"], "postgres")
 
 
 # -- roles -----------------------------------------------------------------------------------

@@ -16,8 +16,10 @@
   docs recommend; the top-level key keeps working. none when the model has neither.
 -#}
 {% macro _feed_model_config() %}
-  {%- set top = config.get('changefeed') -%}
-  {%- set meta = config.get('meta') -%}
+  {#- Read from the node's config as a plain mapping: dbt 1.11 warns (D041, "use
+      config.meta_get") whenever config.get() finds a key under meta. -#}
+  {%- set top = model.config.get('changefeed') -%}
+  {%- set meta = model.config.get('meta') -%}
   {%- set nested = meta.get('changefeed') if meta is mapping else none -%}
   {%- if top is not none and nested is not none and top != nested -%}
     {{ exceptions.raise_compiler_error(
@@ -30,21 +32,105 @@
 
 
 {#-
-  The adapter-neutral first half of setup/upgrade: validate the options, resolve the
-  relation, ask the adapter for the key columns, and build the spec.
-  key_columns is the adapter's catalogue lookup macro, e.g. changefeed._postgres_key_columns.
+  What feed_post_hook knows of the model being built, for _feed_model_rules: its name, its
+  materialization, and whether this run rebuilds it (--full-refresh, unless the model sets
+  full_refresh: false).
 -#}
-{% macro _feed_build_spec(relation, mode, key, stall_timeout_ms, lock_probe_ms, key_columns, capture=none, shard=none) %}
-  {%- set raw = {'mode': mode} -%}
-  {%- if key is not none -%}{%- do raw.update({'key': key}) -%}{%- endif -%}
-  {%- if stall_timeout_ms is not none -%}{%- do raw.update({'stall_timeout_ms': stall_timeout_ms}) -%}{%- endif -%}
-  {%- if lock_probe_ms is not none -%}{%- do raw.update({'lock_probe_ms': lock_probe_ms}) -%}{%- endif -%}
-  {%- if capture is not none -%}{%- do raw.update({'capture': capture}) -%}{%- endif -%}
-  {%- if shard is not none -%}{%- do raw.update({'shard': shard}) -%}{%- endif -%}
-  {%- set options = changefeed._feed_options(raw) -%}
+{% macro _feed_model_context() %}
+  {{ return({
+      'name': model.name,
+      'materialization': config.get('materialized'),
+      'full_refresh': should_full_refresh(),
+  }) }}
+{% endmacro %}
+
+
+{#-
+  A feed on a dbt model must record every write dbt makes to it, and nothing may be lost
+  when dbt rebuilds it (docs/macros.md, feed_post_hook). Only an incremental model keeps
+  its rows from run to run, and only capture: trigger sees dbt's own inserts, updates and
+  deletes, so:
+    table, view, ...   refused (dbt replaces the relation on every run);
+    incremental        needs mode: outbox and capture: trigger;
+    --full-refresh     refused (the rebuilt table's deletions would never reach consumers).
+  The post-hook runs inside the model's transaction, so the error rolls the run back and
+  the table keeps its rows.
+-#}
+{% macro _feed_model_rules(model, options) %}
+  {%- set where = "changefeed: model '" ~ model['name'] ~ "'" -%}
+  {%- set app_owned = "for a table that applications write, keep it out of dbt's models (declare it"
+      ~ " as a source) and set its feed up with dbt run-operation changefeed.setup_feed"
+      ~ " --args '{relation: schema.table, mode: blocking}'" -%}
+  {%- if model['materialization'] != 'incremental' -%}
+    {{ exceptions.raise_compiler_error(
+        where ~ " is materialized as '" ~ model['materialization'] ~ "', which dbt rebuilds on every"
+        ~ " run: its rows would be replaced without a single event. Use one of: (1) materialized="
+        ~ "'incremental' with meta: {changefeed: {mode: outbox, capture: trigger}}, so the feed"
+        ~ " records what each run writes; (2) " ~ app_owned ~ ". Nothing was changed: the run was"
+        ~ " rolled back") }}
+  {%- endif -%}
+  {%- if options['mode'] != 'outbox' or options['capture'] != 'trigger' -%}
+    {{ exceptions.raise_compiler_error(
+        where ~ " is incremental with mode: " ~ options['mode'] ~ ", capture: " ~ options['capture']
+        ~ "; a feed on a dbt model records dbt's own writes only with mode: outbox and"
+        ~ " capture: trigger (dbt's inserts, updates and deletes take no shard lock and write"
+        ~ " no outbox rows). Set meta: {changefeed: {mode: outbox, capture: trigger}}, or " ~ app_owned) }}
+  {%- endif -%}
+  {%- if model['full_refresh'] -%}
+    {{ exceptions.raise_compiler_error(
+        where ~ ": --full-refresh rebuilds its table without events, so rows it no longer has"
+        ~ " would never be deleted downstream. Set full_refresh: false on the model (dbt then"
+        ~ " runs it incrementally even with --full-refresh), or tear the feed down first (dbt"
+        ~ " run-operation changefeed.teardown_feed --args '{relation: ...}'), rebuild, and"
+        ~ " full-refresh its consumers. Nothing was changed: the run was rolled back") }}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- setup_feed found a model's feed registered but its capture triggers gone: the table was
+    rebuilt (dropped and re-created) outside a run that feed_post_hook could refuse. -#}
+{% macro _feed_model_rebuilt_error(spec) %}
+  {{ exceptions.raise_compiler_error(
+      "changefeed: the table of model '" ~ spec['model']['name'] ~ "' (" ~ spec['source_relation']
+      ~ ") was rebuilt without its capture triggers, so the writes since then have no events."
+      ~ " Tear the feed down (dbt run-operation changefeed.teardown_feed --args '{relation: "
+      ~ spec['feed_id'] ~ "}'), run the model again (its new feed starts with an event for"
+      ~ " every row), and full-refresh its consumers. Nothing was changed: the run was rolled back") }}
+{% endmacro %}
+
+
+{#-
+  The adapter-neutral first half of setup and upgrade: validate the options (once, here),
+  apply the rules for feeds on dbt models, resolve the relation, ask the adapter for the
+  key columns, and build the spec.
+    options      the raw mapping: setup_feed's arguments (_feed_arguments) or a model's
+                 `changefeed` config, exactly as the user wrote it;
+    key_columns  the adapter's catalogue lookup macro, e.g. changefeed._postgres_key_columns;
+    model        none for run-operations; for feed_post_hook the model being built
+                 (_feed_model_context): it must be a model whose writes the feed records.
+-#}
+{% macro _feed_build_spec(relation, options, key_columns, model=none) %}
+  {%- set options = changefeed._feed_options(options) -%}
+  {%- if model is not none -%}
+    {%- do changefeed._feed_model_rules(model, options) -%}
+  {%- endif -%}
   {%- set source = changefeed._feed_relation(relation) -%}
   {%- set keys = key_columns(source, options['key']) -%}
-  {{ return(changefeed._feed_spec(source, options, keys)) }}
+  {%- set spec = changefeed._feed_spec(source, options, keys) -%}
+  {%- do spec.update({'model': model}) -%}
+  {{ return(spec) }}
+{% endmacro %}
+
+
+{#- setup_feed's and upgrade_feed's arguments as the raw options mapping (unset ones left out,
+    so that their defaults and errors are _feed_options's, as for a model's config). -#}
+{% macro _feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+  {%- set raw = {'mode': mode} -%}
+  {%- for name, value in [('key', key), ('stall_timeout_ms', stall_timeout_ms),
+                          ('lock_probe_ms', lock_probe_ms), ('capture', capture), ('shard', shard)] -%}
+    {%- if value is not none -%}{%- do raw.update({name: value}) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(raw) }}
 {% endmacro %}
 
 

@@ -179,6 +179,30 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
 
 
 {#-
+  An event for every row a dbt model's table already has, when its feed is created by
+  feed_post_hook (macros/_feed/spec.sql, _feed_model_rules): the capture's own insert
+  over the whole table, under the capture's search_path. It runs in the model's
+  transaction right after the triggers were created, so no write falls between the two.
+-#}
+{% macro _postgres_sql_seed(ctx) %}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set seed = changefeed._postgres_sql_capture_insert(ctx, [(ctx['q_source'], 's')]) -%}
+  {%- set code -%}
+do $cf_seed$
+declare
+  v_search_path text := pg_catalog.current_setting('search_path');
+begin
+  perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+  execute {{ lit(seed) }};
+  perform pg_catalog.set_config('search_path', v_search_path, true);
+end
+$cf_seed$
+  {%- endset -%}
+  {{ return(code) }}
+{% endmacro %}
+
+
+{#-
   PL/pgSQL for the setup, upgrade and teardown DO blocks that makes the source table's
   capture triggers match the config (protocol section 5, capture: trigger).
 

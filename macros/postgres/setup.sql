@@ -14,10 +14,9 @@
 
 {#- Options are validated once, adapter-neutrally, by _feed_build_spec (macros/_feed/);
     everything below trusts the spec. -#}
-{% macro postgres__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{% macro postgres__setup_feed(relation, options, model=none) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
+  {%- set spec = changefeed._feed_build_spec(relation, options, changefeed._postgres_key_columns, model) -%}
   {{ return(changefeed._postgres_setup_feed(spec)) }}
 {% endmacro %}
 
@@ -29,7 +28,10 @@
   routines. The registry is checked here first for clear compiler errors, and again
   inside the setup statement under the setup lock for concurrent setups.
   With capture: trigger, an unchanged config whose source table lost its triggers (dbt
-  rebuilt the table) re-creates them. Returns the contract's word (see the file header).
+  rebuilt the table) re-creates them. For a dbt model (spec['model'], from feed_post_hook)
+  a new feed gets an event for every row the table already has, and a lost trigger is an
+  error instead (its writes since then have no events). Returns the contract's word (see
+  the file header).
 -#}
 {% macro _postgres_setup_feed(spec) %}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
@@ -41,7 +43,13 @@
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
     {{ return('unchanged') }}
   {%- endif -%}
+  {%- if unchanged and spec.get('model') is not none -%}
+    {{ changefeed._feed_model_rebuilt_error(spec) }}
+  {%- endif -%}
   {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_setup(spec, ctx, signature, options)) -%}
+  {%- if row is none and spec.get('model') is not none -%}
+    {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_seed(ctx)) -%}
+  {%- endif -%}
   {%- if unchanged -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture triggers on " ~ ctx['q_source']
                ~ " (the table was rebuilt or they were dropped)", info=true) -%}

@@ -9,10 +9,9 @@
 
 
 {#- Options are validated once, adapter-neutrally, by _feed_build_spec (macros/_feed/). -#}
-{% macro postgres__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{% macro postgres__upgrade_feed(relation, options) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
+  {%- set spec = changefeed._feed_build_spec(relation, options, changefeed._postgres_key_columns) -%}
   {{ return(changefeed._postgres_upgrade_feed(spec)) }}
 {% endmacro %}
 

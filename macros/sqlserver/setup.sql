@@ -1,8 +1,7 @@
 {#- sqlserver__setup_feed: the sqlserver implementation of changefeed.setup_feed (macros/setup_feed.sql). -#}
-{% macro sqlserver__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{% macro sqlserver__setup_feed(relation, options, model=none) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._sqlserver_key_columns, capture, shard) -%}
+  {%- set spec = changefeed._feed_build_spec(relation, options, changefeed._sqlserver_key_columns, model) -%}
   {{ return(changefeed._sqlserver_setup_feed(spec)) }}
 {% endmacro %}
 

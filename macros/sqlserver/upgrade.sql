@@ -1,8 +1,7 @@
 {#- sqlserver__upgrade_feed: the sqlserver implementation of changefeed.upgrade_feed (macros/upgrade_feed.sql). -#}
-{% macro sqlserver__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{% macro sqlserver__upgrade_feed(relation, options) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._sqlserver_key_columns, capture, shard) -%}
+  {%- set spec = changefeed._feed_build_spec(relation, options, changefeed._sqlserver_key_columns) -%}
   {{ return(changefeed._sqlserver_upgrade_feed(spec)) }}
 {% endmacro %}
 
