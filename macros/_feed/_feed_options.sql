@@ -91,9 +91,10 @@
   {%- if value is none -%}
     {{ return(default) }}
   {%- endif -%}
-  {%- if value is not integer or value is sameas true or value is sameas false or value < 1 -%}
+  {#- Both become int parameters and lock timeouts (SQL Server's sp_getapplock takes an int). -#}
+  {%- if value is not integer or value is sameas true or value is sameas false or value < 1 or value > 2147483647 -%}
     {{ exceptions.raise_compiler_error(
-        "changefeed: " ~ name ~ " must be a positive whole number of milliseconds; got: " ~ value) }}
+        "changefeed: " ~ name ~ " must be a positive whole number of milliseconds below 2^31; got: " ~ value) }}
   {%- endif -%}
   {{ return(value) }}
 {% endmacro %}
