@@ -227,9 +227,10 @@
   {%- if value is none -%}
     {{ return(default) }}
   {%- endif -%}
-  {%- if value is not integer or value is sameas true or value is sameas false or value < 1 -%}
+  {#- Both become int parameters and lock timeouts (SQL Server's sp_getapplock takes an int). -#}
+  {%- if value is not integer or value is sameas true or value is sameas false or value < 1 or value > 2147483647 -%}
     {{ exceptions.raise_compiler_error(
-        "changefeed: " ~ name ~ " must be a positive whole number of milliseconds; got: " ~ value) }}
+        "changefeed: " ~ name ~ " must be a positive whole number of milliseconds below 2^31; got: " ~ value) }}
   {%- endif -%}
   {{ return(value) }}
 {% endmacro %}
@@ -335,6 +336,7 @@
         "changefeed: the feed of " ~ relation ~ " has no key columns; set key: [column, ...]") }}
   {%- endif -%}
   {%- set spec = changefeed._feed_identity(relation) -%}
+  {%- do changefeed._feed_check_block_bits(spec['block_bits']) -%}
   {%- do spec.update({
       'mode': options['mode'],
       'keys': keys,
@@ -361,6 +363,15 @@
       'block_bits': 36,
       'protocol_version': changefeed._feed_protocol_version(),
   }) }}
+{% endmacro %}
+
+
+{#- BLOCK = 2^block_bits (protocol section 3): a block must hold more than a few ULIDs and
+    leave bit 62 and the sign bit of ulid_low free. -#}
+{% macro _feed_check_block_bits(bits) %}
+  {%- if bits is not integer or bits is sameas true or bits is sameas false or bits < 8 or bits > 60 -%}
+    {{ exceptions.raise_compiler_error("changefeed: block_bits must be a whole number in [8, 60]; got: " ~ bits) }}
+  {%- endif -%}
 {% endmacro %}
 
 
