@@ -1,4 +1,4 @@
-"""changefeed.landing.land and ``changefeed land``: incremental runs, and kill-and-rerun.
+"""changefeed.spark.landing.land and ``changefeed land``: incremental runs, and kill-and-rerun.
 
 The kill test runs the landing in separate processes (the CLI and this file's
 ``__main__`` runner) that share a Derby metastore and warehouse, kills them with SIGKILL
@@ -21,8 +21,8 @@ import psycopg
 import pytest
 from tests import spark_source_kit as kit
 
-from changefeed.landing import ChangefeedSourceError, land
-from changefeed.landing._format import BATCH_COLUMN
+from changefeed.spark.feedtable import BATCH_COLUMN
+from changefeed.spark.landing import ChangefeedSourceError, land
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from pymssql import _mssql
 
-from changefeed.spark.datasource import ChangefeedSourceError, _source, parse_options
-from changefeed.spark.datasource._backend import parse_connection, read_range
-from changefeed.spark.datasource._sqlserver import (
+from changefeed.spark.source import ChangefeedSourceError, _source, parse_options
+from changefeed.spark.source._backend import parse_connection, read_range
+from changefeed.spark.source._sqlserver import (
     PAYLOAD_CHUNK,
     SqlServerBackend,
     connect_arguments,

@@ -19,17 +19,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from changefeed.spark.datasource._backend import (
+from changefeed.spark.source._backend import (
     Backend,
     Connection,
     FeedInfo,
     open_backend,
     read_range,
 )
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._options import FeedOptions, parse_options
-from changefeed.spark.datasource._positions import decode_offset, encode_offset
-from changefeed.spark.datasource._types import BatchBuilder
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._options import FeedOptions, parse_options
+from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._types import BatchBuilder
 
 FORMAT_NAME = "changefeed"
 

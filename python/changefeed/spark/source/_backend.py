@@ -15,9 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from changefeed.spark.datasource._errors import ChangefeedSourceError, redact
-from changefeed.spark.datasource._positions import ZERO, to_hex
-from changefeed.spark.datasource._types import Column, RowLayout
+from changefeed.client.core import ZERO_ULID, redact
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._positions import to_hex
+from changefeed.spark.source._types import Column, RowLayout
 
 Row = tuple[Any, ...]
 
@@ -95,14 +96,6 @@ def parse_connection(
     return Connection(dialect, text)
 
 
-def quote_pg(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_mssql(name: str) -> str:
-    return "[" + name.replace("]", "]]") + "]"
-
-
 def parse_keys(raw: Any) -> tuple[Column, ...]:
     """Key columns from a registry's ``keys``/``key_signature`` JSON.
 
@@ -170,10 +163,10 @@ class Backend(ABC):
 def open_backend(connection: Connection, changefeed_schema: str = "changefeed") -> Backend:
     """Connect; an unreachable database raises :class:`ChangefeedSourceError` naming it."""
     if connection.dialect == "postgres":
-        from changefeed.spark.datasource._postgres import PostgresBackend
+        from changefeed.spark.source._postgres import PostgresBackend
 
         return PostgresBackend(connection, changefeed_schema)
-    from changefeed.spark.datasource._sqlserver import SqlServerBackend
+    from changefeed.spark.source._sqlserver import SqlServerBackend
 
     return SqlServerBackend(connection, changefeed_schema)
 
@@ -195,7 +188,7 @@ def read_range(
             # read_feed stops at the safe point of its own snapshot. It can only be below
             # `end` if the feed went backwards (re-created, restored): never return a
             # silently short range.
-            now = backend.safe_points(info, [shard]).get(shard, ZERO)
+            now = backend.safe_points(info, [shard]).get(shard, ZERO_ULID)
             if now < end:
                 raise ChangefeedSourceError(
                     f"feed {info.feed_id} shard {shard}: the safe point is now {to_hex(now)}, "

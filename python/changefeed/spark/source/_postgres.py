@@ -6,15 +6,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from changefeed.spark.datasource._backend import (
+from changefeed.client.core import quote_pg
+from changefeed.spark.source._backend import (
     Backend,
     Connection,
     FeedInfo,
     Row,
-    quote_pg,
 )
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._types import Column
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._types import Column
 
 #: Outbox rows one ``move_outbox`` call publishes, and the most calls per shard and plan.
 MOVE_ROWS = 10_000

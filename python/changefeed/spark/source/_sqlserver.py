@@ -12,17 +12,16 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from changefeed.spark.datasource._backend import (
+from changefeed.client.core import ZERO_ULID, quote_mssql
+from changefeed.spark.source._backend import (
     Backend,
     Connection,
     FeedInfo,
     Row,
     parse_keys,
-    quote_mssql,
 )
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._positions import ZERO
-from changefeed.spark.datasource._types import Column
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._types import Column
 
 #: Source rows are looked up for a page in chunks of this many keys (one VALUES list).
 PAYLOAD_CHUNK = 500
@@ -167,7 +166,7 @@ class SqlServerBackend(Backend):
     def _all_safe_points(self, info: FeedInfo) -> dict[int, bytes]:
         names, rows = self._execute(f"exec {self._q(info.name('safe_point'))}")
         shard_at, point_at = names.index("shard_id"), names.index("safe_point")
-        return {int(r[shard_at]): bytes(r[point_at]) if r[point_at] is not None else ZERO
+        return {int(r[shard_at]): bytes(r[point_at]) if r[point_at] is not None else ZERO_ULID
                 for r in rows}  # fmt: skip
 
     def shards(self, info: FeedInfo) -> list[int]:
@@ -184,7 +183,7 @@ class SqlServerBackend(Backend):
 
     def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
         found = self._all_safe_points(info)
-        return {shard: found.get(shard, ZERO) for shard in shards}
+        return {shard: found.get(shard, ZERO_ULID) for shard in shards}
 
     def move_outbox(self, info: FeedInfo, shards: Sequence[int]) -> None:
         # read_feed moves the outbox when the cursor is at the head: a call with the
@@ -196,7 +195,7 @@ class SqlServerBackend(Backend):
         for shard in shards:
             self._execute(
                 self._read_feed_sql(info),
-                (shard, heads.get(shard, ZERO), 1),
+                (shard, heads.get(shard, ZERO_ULID), 1),
             )
 
     def has_events(self, info: FeedInfo, shard: int, after: bytes, upto: bytes) -> bool:
