@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli_support import run_without_pyspark
 from tests.pg_feed_support import write_shop_events
 
 from changefeed.cli import main
@@ -227,6 +228,16 @@ def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:
     assert "changefeed land: error: Java was not found" in result.stderr
     assert "JAVA_HOME" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_status_and_barrier_work_without_pyspark(shop_uri: str) -> None:
+    """Only the postgres extra installed: ``import pyspark`` fails, the commands still run."""
+    result = run_without_pyspark("status", "--connection", shop_uri)
+    assert result.returncode == 0, result.stderr
+    assert "shop.orders" in result.stdout and "shop.payments" in result.stdout
+    result = run_without_pyspark("barrier", "--connection", shop_uri, "--feed", "shop.payments")
+    assert result.returncode == 0, result.stderr
+    assert "released in" in result.stdout
 
 
 def test_the_script_entry_point(shop_uri: str) -> None:
