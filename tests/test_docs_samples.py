@@ -639,7 +639,7 @@ def test_shop_sqlserver_variant() -> None:
 
     from changefeed.cli import build_parser
     from changefeed.cli.land import source_options
-    from changefeed.spark.source._backend import parse_connection
+    from changefeed.spark.source import parse_connection
 
     macros = REPO / "examples" / "shop" / "oltp" / "macros"
     sources = "".join(p.read_text() for p in macros.glob("*.sql"))

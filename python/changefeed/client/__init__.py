@@ -23,6 +23,7 @@ from changefeed.client.core import (
 )
 from changefeed.client.errors import (
     BarrierTimeout,
+    CannotConnect,
     ChangefeedError,
     FeedNotFound,
     InvalidArgument,
@@ -49,6 +50,7 @@ __all__ = [
     "ZERO_ULID",
     "Barrier",
     "BarrierTimeout",
+    "CannotConnect",
     "ChangefeedError",
     "Event",
     "FeedInfo",

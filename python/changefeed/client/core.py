@@ -59,7 +59,7 @@ def redact(uri: str) -> str:
 
 @dataclass(frozen=True)
 class KeyColumn:
-    """One key column of the feed: its name, PostgreSQL type and non-default collation."""
+    """One key column of the feed: its name, database type and non-default collation."""
 
     name: str
     data_type: str
@@ -68,12 +68,18 @@ class KeyColumn:
 
 @dataclass(frozen=True)
 class FeedInfo:
-    """A feed as registered: mode, key columns and object names.
+    """A feed as registered: mode, key columns, object names and source table.
+
+    The one description of a registry entry, for every database (``dialect``
+    ``"postgres"`` or ``"sqlserver"``); picklable, so it travels in Spark partitions.
+    ``protocol_version`` is ``None`` where it was not read (the SQL Server calls do not
+    read it yet). ``source_schema``/``source_table`` default to the two parts of
+    ``feed_id``.
 
     >>> info = FeedInfo("shop.orders", "changefeed", "blocking", (KeyColumn("id", "bigint"),),
     ...                 {"feed": "feed:shop.orders"}, 1)
-    >>> info.q("feed")
-    '"changefeed"."feed:shop.orders"'
+    >>> info.q("feed"), info.source_table
+    ('"changefeed"."feed:shop.orders"', 'orders')
     """
 
     feed_id: str
@@ -81,7 +87,26 @@ class FeedInfo:
     mode: str
     keys: tuple[KeyColumn, ...]
     names: Mapping[str, str]
-    protocol_version: int
+    protocol_version: int | None = None
+    dialect: str = "postgres"
+    source_schema: str = ""
+    source_table: str = ""
+
+    def __post_init__(self) -> None:
+        schema, _, table = self.feed_id.partition(".")
+        if not self.source_schema:
+            object.__setattr__(self, "source_schema", schema)
+        if not self.source_table:
+            object.__setattr__(self, "source_table", table)
+
+    def quote(self, name: str) -> str:
+        """An identifier quoted for this feed's database."""
+        return quote_mssql(name) if self.dialect == "sqlserver" else quote_pg(name)
+
+    def name(self, kind: str) -> str:
+        """The registry's name of the object of ``kind``; ``kind:<feed_id>`` (the name
+        setup gives it whenever that fits) for an entry that does not list it."""
+        return self.names.get(kind) or f"{kind}:{self.feed_id}"
 
     def q(self, kind: str) -> str:
         """The quoted, schema-qualified name of the object of ``kind`` (e.g. ``"lock"``)."""
@@ -92,7 +117,12 @@ class FeedInfo:
                 f"feed {self.feed_id} ({self.mode} mode) has no {kind!r} object; "
                 f"it has: {', '.join(sorted(self.names))}"
             ) from None
-        return f"{quote_pg(self.schema)}.{quote_pg(name)}"
+        return f"{self.quote(self.schema)}.{self.quote(name)}"
+
+    @property
+    def source(self) -> str:
+        """The quoted, schema-qualified source table."""
+        return f"{self.quote(self.source_schema)}.{self.quote(self.source_table)}"
 
     @property
     def key_names(self) -> tuple[str, ...]:

@@ -35,8 +35,8 @@ from changefeed.client.core import ZERO_ULID
 from changefeed.spark.landing import _format
 from changefeed.spark.source import (
     ChangefeedSourceError,
-    FeedInfo,
     FeedOptions,
+    SourceFeed,
     encode_offset,
     open_backend,
     parse_options,
@@ -168,7 +168,7 @@ def _shards(options: FeedOptions, listed: list[int], heads: Mapping[int, bytes])
 def _source_frame(
     spark: Any,
     source_options: Mapping[str, str],
-    info: FeedInfo,
+    info: SourceFeed,
     cursors: Mapping[int, bytes],
     ends: Mapping[int, bytes],
 ) -> Any:
