@@ -38,8 +38,13 @@ def _require_parts() -> None:
             unavailable(what, str(exc))
 
 
+def demo_env() -> dict[str, str]:
+    """This checkout's package and demo (the demo is not installed with the package)."""
+    return dict(os.environ, PYTHONPATH=f"{REPO / 'python'}:{REPO / 'examples' / 'shop'}")
+
+
 def run_demo(state: Path, seed: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=f"{REPO / 'python'}:{REPO / 'examples' / 'shop'}")
+    env = demo_env()
     return subprocess.run(
         [sys.executable, "-m", "shop_demo", "--state-dir", str(state),
          "--duration", "4", "--rate", "20", "--writers", "4", "--cycle", "600",
@@ -118,3 +123,14 @@ def _shape(text: str) -> list[str]:
         line = re.sub(r"N-N", "N", line)
         shaped.append(" ".join(line.split()))
     return shaped
+
+
+def test_demo_status_without_a_demo_names_the_fix(tmp_path: Path) -> None:
+    """``make demo-status`` before any ``make demo``: one line saying what to run."""
+    result = subprocess.run(
+        [sys.executable, "-m", "shop_demo", "status", "--state-dir", str(tmp_path / "none")],
+        cwd=REPO, env=demo_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "there is no demo database" in result.stderr and "make demo" in result.stderr
+    assert "Traceback" not in result.stderr

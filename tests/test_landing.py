@@ -134,7 +134,7 @@ def test_the_docs_examples_run(
     argv[argv.index("--feed") + 1] = "cf_docs_spark.nothing"
     assert main([*argv, "--spark", "existing"]) == 1
     error = capsys.readouterr().err
-    assert "changefeed land: unknown feed 'cf_docs_spark.nothing'" in error
+    assert "changefeed land: error: unknown feed 'cf_docs_spark.nothing'" in error
     assert "Traceback" not in error
 
 
