@@ -146,7 +146,7 @@ def _runner(config: dict[str, Any], timeout: float = 300) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, __file__, json.dumps(config)],
         capture_output=True, text=True, timeout=timeout, cwd=config["warehouse"],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'python'}"}, start_new_session=True,
     )  # fmt: skip
 
 
