@@ -70,6 +70,10 @@ class SetupConflict(ChangefeedError):
     sqlstate = "CF008"
 
 
+class CannotConnect(ChangefeedError):
+    """The database cannot be reached, or its connection URI cannot be used."""
+
+
 class FeedNotFound(ChangefeedError):
     """The feed is not in the registry (or the registry does not exist)."""
 

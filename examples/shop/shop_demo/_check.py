@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from changefeed.demo._layout import FEEDS
+from shop_demo._layout import FEEDS
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``format("changefeed")``: read PostgreSQL and SQL Server change feeds in Spark.
 
->>> from changefeed.spark.datasource import register              # doctest: +SKIP
+>>> from changefeed.spark.source import register              # doctest: +SKIP
 >>> register(spark)                                                # doctest: +SKIP
 >>> events = (spark.read.format("changefeed")                      # doctest: +SKIP
 ...           .option("connection", "postgresql://app@db/shop")
@@ -15,10 +15,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._options import OPTIONS, FeedOptions, parse_options
-from changefeed.spark.datasource._positions import decode_offset, encode_offset
-from changefeed.spark.datasource._source import (
+from changefeed.spark.source._backend import (
+    Backend,
+    Connection,
+    SourceFeed,
+    open_backend,
+    parse_connection,
+    read_range,
+)
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._options import OPTIONS, FeedOptions, parse_options
+from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._source import (
     FORMAT_NAME,
     FeedBatchReader,
     FeedDataSource,
@@ -29,15 +37,21 @@ from changefeed.spark.datasource._source import (
 __all__ = [
     "FORMAT_NAME",
     "OPTIONS",
+    "Backend",
     "ChangefeedSourceError",
+    "Connection",
     "FeedBatchReader",
     "FeedDataSource",
     "FeedOptions",
     "FeedPartition",
     "FeedStreamReader",
+    "SourceFeed",
     "decode_offset",
     "encode_offset",
+    "open_backend",
+    "parse_connection",
     "parse_options",
+    "read_range",
     "register",
 ]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from changefeed.spark.datasource._errors import ChangefeedSourceError
+from changefeed.client.core import ZERO_ULID
+from changefeed.spark.source._errors import ChangefeedSourceError
 
-ZERO = bytes(16)
 OFFSET_VERSION = 1
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
 _ULID_CHARS = re.compile(r"[0-9A-Za-z]{26}")
@@ -67,7 +67,7 @@ def timestamp_cursor(moment: datetime) -> bytes:
     ``ts48(T) || 0x00...``; with the strict ``>`` that would skip an event whose ULID is
     exactly that value, so the predecessor is used.)
 
-    >>> timestamp_cursor(datetime(1970, 1, 1, tzinfo=timezone.utc)) == ZERO
+    >>> timestamp_cursor(datetime(1970, 1, 1, tzinfo=timezone.utc)) == ZERO_ULID
     True
     >>> timestamp_cursor(datetime(1970, 1, 1, 0, 0, 0, 2000, tzinfo=timezone.utc)).hex()
     '000000000001ffffffffffffffffffff'
@@ -78,7 +78,7 @@ def timestamp_cursor(moment: datetime) -> bytes:
     delta = moment - epoch
     ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     if ms <= 0:
-        return ZERO
+        return ZERO_ULID
     if ms > 2**48:
         raise ChangefeedSourceError(f"timestamp {moment.isoformat()} is beyond the ULID range")
     return (ms - 1).to_bytes(6, "big") + b"\xff" * 10
@@ -99,7 +99,7 @@ class StartingPosition:
 
     def fixed_cursor(self) -> bytes:
         """The cursor for a shard that ``now`` did not see (it had no events then)."""
-        return self.cursor if self.cursor is not None else ZERO
+        return self.cursor if self.cursor is not None else ZERO_ULID
 
 
 def parse_starting_position(value: str | None) -> StartingPosition:
@@ -108,7 +108,7 @@ def parse_starting_position(value: str | None) -> StartingPosition:
     A ULID starts *after* that event; a timestamp at the first event of its millisecond
     (a timestamp without a zone is UTC).
 
-    >>> parse_starting_position("beginning").cursor == ZERO
+    >>> parse_starting_position("beginning").cursor == ZERO_ULID
     True
     >>> parse_starting_position("2024-05-01T00:00:00Z").kind
     'timestamp'
@@ -116,7 +116,7 @@ def parse_starting_position(value: str | None) -> StartingPosition:
     text = "beginning" if value is None else str(value).strip()
     lowered = text.lower()
     if lowered in ("beginning", "earliest"):
-        return StartingPosition("beginning", ZERO, text)
+        return StartingPosition("beginning", ZERO_ULID, text)
     if lowered in ("now", "latest"):
         return StartingPosition("now", None, text)
     if _ULID_CHARS.fullmatch(text):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from changefeed.demo._errors import DemoError
+from shop_demo._errors import DemoError
 
 
 def postgres_output(uri: str, schema: str) -> dict[str, Any]:

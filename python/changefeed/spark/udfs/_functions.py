@@ -1,4 +1,4 @@
-"""Wrap the Arrow batch functions of :mod:`changefeed.spark._batch` as Spark Arrow UDFs."""
+"""Wrap the Arrow batch functions of :mod:`changefeed.spark.udfs._batch` as Spark Arrow UDFs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-from changefeed.spark import _batch
+from changefeed.spark.udfs import _batch
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,8 @@ def make_udf(name: str, strict: bool = False, iterator: bool = False) -> Any:
         import pyspark
 
         raise ImportError(
-            f"changefeed.spark needs PySpark 4.1 or newer (Arrow UDFs); found {pyspark.__version__}"
+            "changefeed.spark.udfs needs PySpark 4.1 or newer (Arrow UDFs); "
+            f"found {pyspark.__version__}"
         ) from exc
 
     function = FUNCTIONS.get(name)

@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from changefeed.spark.datasource._backend import Connection, parse_connection
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._positions import (
+from changefeed.spark.source._backend import Connection, parse_connection
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._positions import (
     StartingPosition,
     decode_offset,
     parse_starting_position,

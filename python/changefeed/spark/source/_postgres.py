@@ -6,15 +6,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from changefeed.spark.datasource._backend import (
-    Backend,
-    Connection,
-    FeedInfo,
-    Row,
-    quote_pg,
-)
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._types import Column
+from changefeed.client.core import quote_pg
+from changefeed.spark.source._backend import Backend, Connection, Row, SourceFeed
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._types import Column
 
 #: Outbox rows one ``move_outbox`` call publishes, and the most calls per shard and plan.
 MOVE_ROWS = 10_000
@@ -66,7 +61,7 @@ class PostgresBackend(Backend):
             self._clients[feed_id] = PostgresFeed(feed_id, self.changefeed_schema)
         return self._clients[feed_id]
 
-    def describe(self, feed_id: str, payload: bool) -> FeedInfo:
+    def describe(self, feed_id: str, payload: bool) -> SourceFeed:
         from changefeed.client import ChangefeedError
 
         try:
@@ -75,19 +70,8 @@ class PostgresBackend(Backend):
             raise ChangefeedSourceError(
                 f"unknown feed {feed_id!r} in {self.connection.display}: {exc}"
             ) from None
-        source_schema, _, source_table = feed_id.partition(".")
-        info = FeedInfo(
-            dialect=self.dialect,
-            feed_id=feed_id,
-            mode=registered.mode,
-            changefeed_schema=self.changefeed_schema,
-            source_schema=source_schema,
-            source_table=source_table,
-            keys=tuple(Column(k.name, k.data_type) for k in registered.keys),
-            names=dict(registered.names),
-        )
         if not payload:
-            return info
+            return SourceFeed(registered)
         rows = self._fetch(
             f"select source_schema, source_table from {self._q('feeds')} where feed_id = %s",
             (feed_id,),
@@ -105,14 +89,12 @@ class PostgresBackend(Backend):
                 f"payload=true: the source table {source_schema}.{source_table} of "
                 f"feed {feed_id} does not exist or cannot be seen by this user"
             )
-        return replace(
-            info,
-            source_schema=source_schema,
-            source_table=source_table,
-            payload=tuple(Column(str(n), str(t)) for n, t in columns),
+        return SourceFeed(
+            replace(registered, source_schema=source_schema, source_table=source_table),
+            tuple(Column(str(n), str(t)) for n, t in columns),
         )
 
-    def shards(self, info: FeedInfo) -> list[int]:
+    def shards(self, info: SourceFeed) -> list[int]:
         """Shards with a state row, and in outbox mode shards with unmoved outbox rows
         (``shards:<feed>``, which the reader role may call)."""
         if "shards" not in info.names:
@@ -124,11 +106,11 @@ class PostgresBackend(Backend):
         rows = self._fetch(f"select s.shard_id from {self._q(info.name('shards'))}() as s")
         return [int(r[0]) for r in rows]
 
-    def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
+    def safe_points(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
         client = self._client(info.feed_id)
         return {shard: client.safe_point(self.conn, shard).safe_point for shard in shards}
 
-    def move_outbox(self, info: FeedInfo, shards: Sequence[int]) -> None:
+    def move_outbox(self, info: SourceFeed, shards: Sequence[int]) -> None:
         """``move_outbox`` until a call moves less than a full batch: everything committed
         to the outbox before this call is then published (at most MAX_MOVES calls)."""
         if info.mode != "outbox":
@@ -139,7 +121,7 @@ class PostgresBackend(Backend):
                 if client.move_outbox(self.conn, shard, max_rows=MOVE_ROWS) < MOVE_ROWS:
                     break
 
-    def has_events(self, info: FeedInfo, shard: int, after: bytes, upto: bytes) -> bool:
+    def has_events(self, info: SourceFeed, shard: int, after: bytes, upto: bytes) -> bool:
         rows = self._fetch(
             f"select 1 from {self._q(info.name('feed'))} "
             "where shard_id = %s and ulid > %s and ulid <= %s limit 1",
@@ -147,7 +129,7 @@ class PostgresBackend(Backend):
         )
         return bool(rows)
 
-    def read_page(self, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
+    def read_page(self, info: SourceFeed, shard: int, cursor: bytes, page_size: int) -> list[Row]:
         if info.payload is None:
             page = self._client(info.feed_id).read_page(self.conn, shard, cursor, page_size)
             return [(e.shard_id, e.ulid, *e.key) for e in page.events]
@@ -157,17 +139,15 @@ class PostgresBackend(Backend):
         self.conn.close()
 
 
-def payload_page_sql(info: FeedInfo) -> str:
+def payload_page_sql(info: SourceFeed) -> str:
     """One page of ``read_feed`` with the source row joined by key (payload=true)."""
-    schema = quote_pg(info.changefeed_schema)
-    read_feed = f"{schema}.{quote_pg(info.name('read_feed'))}(%s, %s, %s)"
+    read_feed = f"{info.info.q('read_feed')}(%s, %s, %s)"
     keys = [quote_pg(c.name) for c in info.keys]
-    source = f"{quote_pg(info.source_schema)}.{quote_pg(info.source_table)}"
     on = " and ".join(f"s.{k} = f.{k}" for k in keys)
     select = ["f.shard_id", "f.ulid", *[f"f.{k}" for k in keys]]
     select.append(f"(s.{keys[0]} is not null) as row_exists")
     select += [f"s.{quote_pg(c.name)}" for c in info.payload or ()]
     return (
         f"select {', '.join(select)} from {read_feed} as f "
-        f"left join {source} as s on {on} order by f.ulid"
+        f"left join {info.info.source} as s on {on} order by f.ulid"
     )

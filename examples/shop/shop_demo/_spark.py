@@ -3,43 +3,17 @@ and small queries for the progress lines, the chart and the check."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from changefeed.demo._errors import DemoError
-from changefeed.demo._layout import DemoLayout
+from shop_demo._errors import DemoError
+from shop_demo._layout import DemoLayout
 
 #: ULID -> epoch milliseconds in Spark SQL (the first 6 bytes, big-endian).
 ULID_MS = "cast(conv(hex(substring(ulid, 1, 6)), 16, 10) as bigint)"
-
-
-@contextlib.contextmanager
-def jvm_output_to(log_file: Path) -> Iterator[None]:
-    """Start processes with stdout/stderr going to ``log_file`` (Python's own are kept).
-
-    The Spark JVM inherits the descriptors when it is launched, so its log lines (and
-    its Python workers') go to the log for the whole session, while the demo's progress
-    stays readable.
-    """
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (1, 2)}
-    with open(log_file, "ab") as log:
-        try:
-            for fd in (1, 2):
-                os.dup2(log.fileno(), fd)
-            yield
-        finally:
-            for fd, copy in saved.items():
-                os.dup2(copy, fd)
-                os.close(copy)
 
 
 def start_spark(layout: DemoLayout) -> Any:
@@ -48,7 +22,7 @@ def start_spark(layout: DemoLayout) -> Any:
     Safe to call from a background thread: it changes no working directory, only the
     file descriptors the JVM inherits while it is launched.
     """
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local_spark import JavaNotFound, jvm_output_to, local_spark_session
 
     layout.warehouse_dir.mkdir(parents=True, exist_ok=True)
     layout.log_dir.mkdir(parents=True, exist_ok=True)
@@ -61,10 +35,8 @@ def start_spark(layout: DemoLayout) -> Any:
             spark = local_spark_session(
                 app_name="changefeed-demo", warehouse_dir=layout.warehouse_dir, hive=True
             )
-    except RuntimeError as exc:
-        if "Java" in str(exc):
-            raise DemoError(str(exc)) from None
-        raise
+    except JavaNotFound as exc:
+        raise DemoError(str(exc)) from None
     finally:
         if previous is None:
             os.environ.pop("JDK_JAVA_OPTIONS", None)
@@ -129,7 +101,7 @@ def consumed_totals(spark: Any) -> dict[str, int]:
 
 def land_feed(spark: Any, uri: str, feed: str, table: str) -> Any:
     """One landing run of ``feed`` into ``table`` (``changefeed land --payload``)."""
-    from changefeed.landing import land
+    from changefeed.spark.landing import land
 
     options: Mapping[str, str] = {"connection": uri, "feed": feed, "payload": "true"}
     try:

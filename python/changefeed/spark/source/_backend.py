@@ -1,47 +1,66 @@
 """What the data source needs from a database, and the read loop shared by both adapters.
 
-A :class:`Backend` wraps one DB-API connection to PostgreSQL or SQL Server and speaks
-only through the feed's generated objects (registry ``changefeed.feeds``,
-``safe_point:<feed>``, ``read_feed:<feed>``, ``move_outbox:<feed>``) plus, for payloads,
-a read of the source table. Everything else (planning, offsets, Arrow) is shared.
+A :class:`Backend` wraps one connection to PostgreSQL or SQL Server and speaks, through
+the database's client (:mod:`changefeed.client`), only to the feed's generated objects
+(registry ``changefeed.feeds``, ``safe_point:<feed>``, ``read_feed:<feed>``,
+``move_outbox:<feed>``) plus, for payloads, a read of the source table. Everything else
+(planning, offsets, Arrow) is shared.
 """
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from changefeed.spark.datasource._errors import ChangefeedSourceError, redact
-from changefeed.spark.datasource._positions import ZERO, to_hex
-from changefeed.spark.datasource._types import Column, RowLayout
+from changefeed.client.core import ZERO_ULID, FeedInfo, redact
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._positions import to_hex
+from changefeed.spark.source._types import Column, RowLayout
 
 Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
-class FeedInfo:
-    """One feed as its registry row describes it (picklable: it travels in partitions)."""
+class SourceFeed:
+    """A feed as a read needs it: its registry entry (the client's :class:`FeedInfo`)
+    and, with ``payload=true``, the source table's columns. Picklable: it travels in
+    partitions."""
 
-    dialect: str
-    feed_id: str
-    mode: str
-    changefeed_schema: str
-    source_schema: str
-    source_table: str
-    keys: tuple[Column, ...]
-    names: Mapping[str, str] = field(default_factory=dict)
+    info: FeedInfo
     payload: tuple[Column, ...] | None = None
+
+    @property
+    def feed_id(self) -> str:
+        return self.info.feed_id
+
+    @property
+    def mode(self) -> str:
+        return self.info.mode
+
+    @property
+    def dialect(self) -> str:
+        return self.info.dialect
+
+    @property
+    def changefeed_schema(self) -> str:
+        return self.info.schema
+
+    @property
+    def names(self) -> Mapping[str, str]:
+        return self.info.names
+
+    @property
+    def keys(self) -> tuple[Column, ...]:
+        return tuple(Column(k.name, k.data_type) for k in self.info.keys)
+
+    def name(self, kind: str) -> str:
+        return self.info.name(kind)
 
     def layout(self) -> RowLayout:
         return RowLayout(self.dialect, self.keys, self.payload)
-
-    def name(self, kind: str) -> str:
-        """The object name of ``kind`` from the registry (``kind:<feed>`` if absent)."""
-        return self.names.get(kind) or f"{kind}:{self.feed_id}"
 
 
 @dataclass(frozen=True)
@@ -95,34 +114,6 @@ def parse_connection(
     return Connection(dialect, text)
 
 
-def quote_pg(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_mssql(name: str) -> str:
-    return "[" + name.replace("]", "]]") + "]"
-
-
-def parse_keys(raw: Any) -> tuple[Column, ...]:
-    """Key columns from a registry's ``keys``/``key_signature`` JSON.
-
-    Accepts a list of ``{"name", "data_type", ...}`` objects or of
-    ``[name, data_type, ...]`` lists (SQL Server's key signature).
-    """
-    value = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
-    columns: list[Column] = []
-    for item in value or []:
-        if isinstance(item, Mapping):
-            columns.append(Column(str(item["name"]), str(item["data_type"])))
-        elif isinstance(item, (list, tuple)) and len(item) >= 2:
-            columns.append(Column(str(item[0]), str(item[1])))
-        else:
-            raise ChangefeedSourceError(
-                f"the feed registry holds an unreadable key column {item!r}"
-            )
-    return tuple(columns)
-
-
 class Backend(ABC):
     """One open connection to a feed's database (see the module docstring)."""
 
@@ -133,27 +124,27 @@ class Backend(ABC):
         self.changefeed_schema = changefeed_schema
 
     @abstractmethod
-    def describe(self, feed_id: str, payload: bool) -> FeedInfo:
+    def describe(self, feed_id: str, payload: bool) -> SourceFeed:
         """The registry row of ``feed_id`` (and the source table's columns if ``payload``)."""
 
     @abstractmethod
-    def shards(self, info: FeedInfo) -> list[int]:
+    def shards(self, info: SourceFeed) -> list[int]:
         """Every shard of the feed's state table, in order."""
 
     @abstractmethod
-    def safe_points(self, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
+    def safe_points(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
         """The current safe point of each shard (16 zero bytes for a shard with no state)."""
 
     @abstractmethod
-    def move_outbox(self, info: FeedInfo, shards: Sequence[int]) -> None:
+    def move_outbox(self, info: SourceFeed, shards: Sequence[int]) -> None:
         """Outbox mode: publish committed outbox rows so the safe point covers them."""
 
     @abstractmethod
-    def read_page(self, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
+    def read_page(self, info: SourceFeed, shard: int, cursor: bytes, page_size: int) -> list[Row]:
         """One page of ``read_feed`` after ``cursor``, rows shaped as :class:`RowLayout`."""
 
     @abstractmethod
-    def has_events(self, info: FeedInfo, shard: int, after: bytes, upto: bytes) -> bool:
+    def has_events(self, info: SourceFeed, shard: int, after: bytes, upto: bytes) -> bool:
         """Whether ``shard`` has an event with ``after < ulid <= upto`` (one index probe
         of the feed table; ``upto`` must be an observed safe point)."""
 
@@ -170,16 +161,16 @@ class Backend(ABC):
 def open_backend(connection: Connection, changefeed_schema: str = "changefeed") -> Backend:
     """Connect; an unreachable database raises :class:`ChangefeedSourceError` naming it."""
     if connection.dialect == "postgres":
-        from changefeed.spark.datasource._postgres import PostgresBackend
+        from changefeed.spark.source._postgres import PostgresBackend
 
         return PostgresBackend(connection, changefeed_schema)
-    from changefeed.spark.datasource._sqlserver import SqlServerBackend
+    from changefeed.spark.source._sqlserver import SqlServerBackend
 
     return SqlServerBackend(connection, changefeed_schema)
 
 
 def read_range(
-    backend: Backend, info: FeedInfo, shard: int, start: bytes, end: bytes, page_size: int
+    backend: Backend, info: SourceFeed, shard: int, start: bytes, end: bytes, page_size: int
 ) -> Iterator[list[Row]]:
     """Every event of ``shard`` with ``start < ulid <= end``, page by page, in ULID order.
 
@@ -195,7 +186,7 @@ def read_range(
             # read_feed stops at the safe point of its own snapshot. It can only be below
             # `end` if the feed went backwards (re-created, restored): never return a
             # silently short range.
-            now = backend.safe_points(info, [shard]).get(shard, ZERO)
+            now = backend.safe_points(info, [shard]).get(shard, ZERO_ULID)
             if now < end:
                 raise ChangefeedSourceError(
                     f"feed {info.feed_id} shard {shard}: the safe point is now {to_hex(now)}, "

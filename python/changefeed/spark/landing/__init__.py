@@ -1,6 +1,6 @@
 """Land a PostgreSQL or SQL Server feed into a Spark table, incrementally.
 
->>> from changefeed.landing import land                            # doctest: +SKIP
+>>> from changefeed.spark.landing import land                            # doctest: +SKIP
 >>> result = land(spark, {"connection": "postgresql://app@db/shop",  # doctest: +SKIP
 ...                       "feed": "shop.orders", "payload": "true"},
 ...               "landing.orders_feed")
@@ -31,12 +31,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from changefeed.landing import _format
-from changefeed.spark.datasource import register
-from changefeed.spark.datasource._backend import FeedInfo, open_backend
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._options import FeedOptions, parse_options
-from changefeed.spark.datasource._positions import ZERO, encode_offset
+from changefeed.client.core import ZERO_ULID
+from changefeed.spark.landing import _format
+from changefeed.spark.source import (
+    ChangefeedSourceError,
+    FeedOptions,
+    SourceFeed,
+    encode_offset,
+    open_backend,
+    parse_options,
+    register,
+)
 
 __all__ = ["ChangefeedSourceError", "LandingResult", "land"]
 
@@ -104,7 +109,7 @@ def land(
             heads, last_batch = {}, 0
         shards = _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
-        cursors = {shard: max(heads.get(shard, ZERO), start) for shard in shards}
+        cursors = {shard: max(heads.get(shard, ZERO_ULID), start) for shard in shards}
         if options.move_outbox:
             backend.move_outbox(info, shards)
         safe_points = backend.safe_points(info, shards)
@@ -163,7 +168,7 @@ def _shards(options: FeedOptions, listed: list[int], heads: Mapping[int, bytes])
 def _source_frame(
     spark: Any,
     source_options: Mapping[str, str],
-    info: FeedInfo,
+    info: SourceFeed,
     cursors: Mapping[int, bytes],
     ends: Mapping[int, bytes],
 ) -> Any:

@@ -14,7 +14,7 @@ Everything the landing knows about the format lives here:
   until every shard is found, so a landing reads its newest batches, not the table;
 * the first-write cleanup of an orphaned table location (11.5).
 
-The column names come from :mod:`changefeed.sparkfeed` (the format's Python module).
+The column names come from :mod:`changefeed.spark.feedtable` (the format's Python module).
 Its ``write_batch`` is not used for the write itself: it checks F3 with a separate
 Spark job over the events, which for a database source would read every event from
 the database twice. Here F3 holds by construction (each shard is read strictly after
@@ -26,8 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.sparkfeed import BATCH_COLUMN, RESERVED_COLUMNS, committed_batches, newest_heads
+from changefeed.spark.feedtable import (
+    BATCH_COLUMN,
+    RESERVED_COLUMNS,
+    committed_batches,
+    newest_heads,
+)
+from changefeed.spark.source import ChangefeedSourceError
 
 RESERVED = RESERVED_COLUMNS
 

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The repository root when running from a clone (the examples live next to python/).
-REPO_ROOT = Path(__file__).resolve().parents[3]
-EXAMPLE_DIR = REPO_ROOT / "examples" / "shop"
+#: The shop example (this package's parent directory) and the repository holding it.
+EXAMPLE_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = EXAMPLE_DIR.parents[1]
 
 #: Feed id -> (mode, landed Spark table, key column).
 FEEDS: dict[str, tuple[str, str, str]] = {

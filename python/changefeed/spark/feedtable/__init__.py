@@ -8,12 +8,12 @@ metastore, and the newest of them for heads). dbt models publish and consume
 feeds with the ``changefeed.publish_feed`` / ``feed_*`` macros; this module is the same
 commit rule for Python writers such as a landing job:
 
->>> from changefeed.sparkfeed import write_batch               # doctest: +SKIP
+>>> from changefeed.spark.feedtable import write_batch               # doctest: +SKIP
 >>> write_batch(spark, "landing.shop_orders", events_df)        # doctest: +SKIP
 3
 """
 
-from changefeed.sparkfeed._feed import (
+from changefeed.spark.feedtable._feed import (
     BATCH_COLUMN,
     RESERVED_COLUMNS,
     SHARD_COLUMN,

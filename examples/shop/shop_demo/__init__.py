@@ -4,7 +4,7 @@ An embedded PostgreSQL plays the shop's OLTP database. dbt-postgres
 (examples/shop/oltp) creates its ``orders`` and ``payments`` tables and their feeds
 (orders in blocking mode, payments in outbox mode). Writer threads run concurrent
 transactions on several shards, some long and some rolled back, while Spark lands both
-feeds (:func:`changefeed.landing.land`) and dbt-spark (examples/shop/analytics) builds
+feeds (:func:`changefeed.spark.landing.land`) and dbt-spark (examples/shop/analytics) builds
 incremental models on them. After a read barrier on every shard, a final landing and
 dbt run, the exactly-once check compares Spark with the committed events recorded in
 PostgreSQL.
@@ -12,9 +12,13 @@ PostgreSQL.
 State lives in ``.demo/`` (PostgreSQL data, Spark warehouse and metastore, dbt dirs,
 the report), so a second run continues where the first stopped::
 
-    python -m changefeed.demo                       # what `make demo` runs
-    python -m changefeed.demo --duration 20 --rate 20
-    python -m changefeed.demo --reset               # start over
+    python -m shop_demo                       # what `make demo` runs
+    python -m shop_demo --duration 20 --rate 20
+    python -m shop_demo --reset               # start over
+    python -m shop_demo status                # `changefeed status` on the demo's feeds
+
+Run from the repository root with ``PYTHONPATH=examples/shop`` (what ``make demo`` and
+``make demo-status`` do): the demo is an example, not part of the installed package.
 
 Environment: ``CHANGEFEED_DEMO_DIR`` (state directory), ``CHANGEFEED_DEMO_DURATION``,
 ``CHANGEFEED_DEMO_RATE``, ``CHANGEFEED_DEMO_CYCLE`` (defaults of the options).
@@ -29,9 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from changefeed.demo._errors import DemoError
-from changefeed.demo._layout import DemoLayout, default_state_dir
-from changefeed.demo._run import Demo, DemoOptions
+from shop_demo._errors import DemoError
+from shop_demo._layout import DemoLayout, default_state_dir
+from shop_demo._run import Demo, DemoOptions
 
 __all__ = ["Demo", "DemoError", "DemoLayout", "DemoOptions", "default_state_dir", "main"]
 
@@ -48,9 +52,10 @@ def _env_float(name: str, default: float) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m changefeed.demo",
+        prog="python -m shop_demo",
         description="The shop example end to end: PostgreSQL feeds -> Spark -> dbt models, "
-        "with an exactly-once check. A second run continues where the first stopped.",
+        "with an exactly-once check. A second run continues where the first stopped. "
+        "`python -m shop_demo status` shows the feeds and the consumers' lag.",
     )
     parser.add_argument(
         "--state-dir",
@@ -118,8 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # While Spark starts, descriptors 1 and 2 point at Spark's log (the JVM inherits
     # them): errors go to a duplicate of the real stderr taken now.
     stderr = _own_stream(sys.stderr)
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        options = options_from_args(build_parser().parse_args(argv))
+        if arguments[:1] == ["status"]:
+            from shop_demo._status import status_main
+
+            return status_main(arguments[1:])
+        options = options_from_args(build_parser().parse_args(arguments))
         return Demo(options).run()
     except DemoError as exc:
         print(f"changefeed demo: error: {exc}", file=stderr, flush=True)

@@ -19,17 +19,17 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from changefeed.spark.datasource._backend import (
+from changefeed.spark.source._backend import (
     Backend,
     Connection,
-    FeedInfo,
+    SourceFeed,
     open_backend,
     read_range,
 )
-from changefeed.spark.datasource._errors import ChangefeedSourceError
-from changefeed.spark.datasource._options import FeedOptions, parse_options
-from changefeed.spark.datasource._positions import decode_offset, encode_offset
-from changefeed.spark.datasource._types import BatchBuilder
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._options import FeedOptions, parse_options
+from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._types import BatchBuilder
 
 FORMAT_NAME = "changefeed"
 
@@ -39,7 +39,7 @@ class FeedPartition(InputPartition):
     """One shard's range ``start < ulid <= end`` (everything ``read`` needs, picklable)."""
 
     connection: Connection
-    info: FeedInfo
+    info: SourceFeed
     shard: int
     start: bytes
     end: bytes
@@ -52,7 +52,7 @@ class FeedPartition(InputPartition):
         )
 
 
-def describe(options: FeedOptions) -> FeedInfo:
+def describe(options: FeedOptions) -> SourceFeed:
     with open_backend(options.connection, options.changefeed_schema) as backend:
         return backend.describe(options.feed, options.payload)
 
@@ -83,7 +83,7 @@ def _starts(options: FeedOptions, shards: Sequence[int], now: dict[int, bytes]) 
 
 
 def _publish_and_snapshot(
-    backend: Backend, options: FeedOptions, info: FeedInfo, shards: Sequence[int]
+    backend: Backend, options: FeedOptions, info: SourceFeed, shards: Sequence[int]
 ) -> dict[int, bytes]:
     """Move the outbox (outbox feeds, unless moveOutbox=false), then read safe points."""
     if options.move_outbox:
@@ -91,7 +91,9 @@ def _publish_and_snapshot(
     return backend.safe_points(info, shards)
 
 
-def plan_cursors(options: FeedOptions, info: FeedInfo) -> tuple[dict[int, bytes], dict[int, bytes]]:
+def plan_cursors(
+    options: FeedOptions, info: SourceFeed
+) -> tuple[dict[int, bytes], dict[int, bytes]]:
     """Start and end cursor per shard, fixed now (driver side).
 
     Shards: the ``shards`` option, else every shard of the feed's state table (with
@@ -119,7 +121,7 @@ def plan_cursors(options: FeedOptions, info: FeedInfo) -> tuple[dict[int, bytes]
 
 
 def partitions_for(
-    options: FeedOptions, info: FeedInfo, starts: dict[int, bytes], ends: dict[int, bytes]
+    options: FeedOptions, info: SourceFeed, starts: dict[int, bytes], ends: dict[int, bytes]
 ) -> list[FeedPartition]:
     parts = []
     for shard in sorted(ends):
@@ -154,7 +156,7 @@ class FeedDataSource(DataSource):
         return FeedStreamReader(self.feed_options, _checked(self.feed_options, schema))
 
 
-def _checked(options: FeedOptions, schema: Any) -> FeedInfo:
+def _checked(options: FeedOptions, schema: Any) -> SourceFeed:
     info = describe(options)
     expected = info.layout().spark_schema()
     if schema is not None and schema.simpleString() != expected.simpleString():
@@ -168,7 +170,7 @@ def _checked(options: FeedOptions, schema: Any) -> FeedInfo:
 class FeedBatchReader(DataSourceReader):
     """A batch read: safe points are fixed once, when Spark plans the query."""
 
-    def __init__(self, options: FeedOptions, info: FeedInfo) -> None:
+    def __init__(self, options: FeedOptions, info: SourceFeed) -> None:
         self.options = options
         self.info = info
 
@@ -183,7 +185,7 @@ class FeedBatchReader(DataSourceReader):
 class FeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A micro-batch source whose offsets are per-shard cursors (docs/spark-source.md)."""
 
-    def __init__(self, options: FeedOptions, info: FeedInfo) -> None:
+    def __init__(self, options: FeedOptions, info: SourceFeed) -> None:
         self.options = options
         self.info = info
         self._target: dict[int, bytes] | None = None
