@@ -170,6 +170,13 @@ end
 {% endmacro %}
 
 
+{#- An event for every row a dbt model's table already has, when feed_post_hook creates its
+    feed: the trigger's own insert over the whole table (as _postgres_sql_seed). -#}
+{% macro _sqlserver_sql_seed(c) %}
+  {{ return('set nocount on;\n' ~ changefeed._sqlserver_capture_insert(c, [(c.source_sql, 's')]) ~ ';') }}
+{% endmacro %}
+
+
 {#- `insert into <outbox> (shard_id, <keys>) select (<shard>), a.<keys> from <relation> as a
     [union select ...]`: the trigger's statement, and setup's check of the expression. -#}
 {% macro _sqlserver_capture_insert(c, sources, where='') %}

@@ -5,9 +5,23 @@
   {{ return(changefeed._sqlserver_setup_feed(spec)) }}
 {% endmacro %}
 
-{#- Sets up one feed on SQL Server (see _sqlserver_setup_batch); returns the action. -#}
+{#-
+  Sets up one feed on SQL Server (see _sqlserver_setup_batch); returns the action. For a dbt
+  model (spec['model'], from feed_post_hook; macros/_feed/spec.sql) a new feed gets an
+  event for every row the table already has, and a lost capture trigger is an error (the
+  writes since it was lost have no events); both run in the model's transaction where
+  dbt-sqlserver has one. Never run on a server (docs/sqlserver.md).
+-#}
 {% macro _sqlserver_setup_feed(spec) %}
-  {{ return(changefeed._sqlserver_run_batch(spec, 'setup', changefeed._sqlserver_setup_batch(spec))) }}
+  {%- set action = changefeed._sqlserver_run_batch(spec, 'setup', changefeed._sqlserver_setup_batch(spec)) -%}
+  {%- if spec.get('model') is not none -%}
+    {%- if action == 'repaired' -%}
+      {{ changefeed._feed_model_rebuilt_error(spec) }}
+    {%- elif action == 'created' -%}
+      {%- do run_query(changefeed._sqlserver_sql_seed(changefeed._sqlserver_feed_context(spec))) -%}
+    {%- endif -%}
+  {%- endif -%}
+  {{ return(action) }}
 {% endmacro %}
 
 
