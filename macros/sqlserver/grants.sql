@@ -5,7 +5,7 @@
   procedures reach the tables through ownership chaining (same owner, same schema), so
   no table permission is needed for them, and nothing is granted to public.
 -#}
-{% macro _sqlserver_grant_statements(c) %}
+{% macro _sqlserver_grants_statements(c) %}
   {%- set n = c.n -%}
   {%- set writer = [] -%}
   {%- if c.mode == 'blocking' -%}

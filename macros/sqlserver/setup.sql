@@ -154,7 +154,7 @@ end;
   {%- endset -%}
   {%- do out.append(free) -%}
   {%- set body = ['if @action = N\'created\'', 'begin'] -%}
-  {%- for statement in changefeed._sqlserver_table_statements(c) -%}
+  {%- for statement in changefeed._sqlserver_tables_statements(c) -%}
     {%- do body.append(statement) -%}
   {%- endfor -%}
   {%- do body.append('end;') -%}
@@ -166,7 +166,7 @@ end;
   {#- repaired re-creates the trigger with the procedures and grants, as updated does. -#}
   {%- set body = ['if @action in (N\'created\', N\'updated\', N\'repaired\')', 'begin'] -%}
   {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_routine_statements(c)
-                       + changefeed._sqlserver_grant_statements(c) -%}
+                       + changefeed._sqlserver_grants_statements(c) -%}
     {%- do body.append(statement) -%}
   {%- endfor -%}
   {%- do body.append('end;') -%}
@@ -204,10 +204,10 @@ select @action as action;
 {% macro _sqlserver_feed_statements(spec) %}
   {%- set c = changefeed._sqlserver_feed_context(spec) -%}
   {{ return(changefeed._sqlserver_registry_statements(c)
-      + changefeed._sqlserver_table_statements(c)
+      + changefeed._sqlserver_tables_statements(c)
       + changefeed._sqlserver_capture_check(c)
       + changefeed._sqlserver_routine_statements(c)
-      + changefeed._sqlserver_grant_statements(c)) }}
+      + changefeed._sqlserver_grants_statements(c)) }}
 {% endmacro %}
 
 

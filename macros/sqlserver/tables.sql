@@ -2,7 +2,7 @@
   The feed's tables, sequence, table type and roles (protocol section 9), created once by
   setup and never touched by upgrade. Each CREATE runs through sp_executesql.
 -#}
-{% macro _sqlserver_table_statements(c) %}
+{% macro _sqlserver_tables_statements(c) %}
   {%- set n = c.n -%}
   {%- set keys = c.key_decls | join(',\n    ') -%}
   {%- set statements = [] -%}

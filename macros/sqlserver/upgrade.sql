@@ -67,7 +67,7 @@ end;
     {%- do out.append(crossing) -%}
   {%- endif -%}
   {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_routine_statements(c)
-                       + changefeed._sqlserver_grant_statements(c) -%}
+                       + changefeed._sqlserver_grants_statements(c) -%}
     {%- do out.append(statement) -%}
   {%- endfor -%}
   {%- set footer -%}

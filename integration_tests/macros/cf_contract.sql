@@ -1,0 +1,14 @@
+{#- For tests/test_macro_contracts.py: call a public feed macro as a run-operation would and
+    log what it returned (run-operation itself discards return values). -#}
+{% macro cf_contract_call(operation, relation, mode=none, capture=none, stall_timeout_ms=none) %}
+  {%- if operation == 'setup_feed' -%}
+    {%- set returned = changefeed.setup_feed(relation, mode, capture=capture, stall_timeout_ms=stall_timeout_ms) -%}
+  {%- elif operation == 'upgrade_feed' -%}
+    {%- set returned = changefeed.upgrade_feed(relation, mode, capture=capture, stall_timeout_ms=stall_timeout_ms) -%}
+  {%- elif operation == 'teardown_feed' -%}
+    {%- set returned = changefeed.teardown_feed(relation) -%}
+  {%- else -%}
+    {{ exceptions.raise_compiler_error("cf_contract_call: unknown operation " ~ operation) }}
+  {%- endif -%}
+  {%- do log('cf_contract returned: ' ~ returned, info=true) -%}
+{% endmacro %}
