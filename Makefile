@@ -7,7 +7,10 @@ BIN := $(VENV)/bin
 # Re-install whenever pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck bench java venv clean
+# pytest-xdist workers for `make test` and `make test-fast` (WORKERS=0: one process).
+WORKERS ?= 2
+
+.PHONY: demo test test-fast lint typecheck bench java venv clean
 
 java:
 	@scripts/check_java.sh
@@ -26,10 +29,16 @@ venv: $(STAMP)
 demo: java venv
 	$(BIN)/python -m changefeed.demo $(DEMO_ARGS)
 
+# The full tier, which CI runs (.ci/run). test-fast leaves out the tests marked slow.
 test: java venv
 	$(BIN)/ruff check python tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS)
+
+test-fast: java venv
+	$(BIN)/ruff check python tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"
 
 # Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
 bench: java venv

@@ -14,6 +14,48 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+# Under pytest-xdist (`make test` runs `-n 2`; pyproject's addopts choose `--dist
+# loadgroup --no-loadscope-reorder`) each worker is a test session of its own, with its own
+# PostgreSQL server, Spark session and dbt harness, and takes whole groups of tests. A
+# group is a module, so that module-scoped fixtures are set up once; the fault suite,
+# which shares the session harness of its conftest, is one group; and every test that
+# reads the Spark kill scenario (a session fixture of two minutes) is in one group, so
+# that the scenario runs once. Workers take groups in collection order, so the longest
+# are collected first.
+KILL_SCENARIO_GROUP = "spark-kill-scenario"
+LONGEST_FIRST = (
+    KILL_SCENARIO_GROUP,
+    "tests/test_demo.py",
+    "tests/test_pg_outbox_capture.py",
+    "tests/test_pg_feed_setup.py",
+    "tests/test_landing.py",
+    "tests/pg_faults",
+    "tests/test_docs_samples.py",
+)
+
+
+def xdist_group(item: pytest.Item) -> str:
+    if "kill_scenario_run" in getattr(item, "fixturenames", ()):
+        return KILL_SCENARIO_GROUP
+    path = item.path.relative_to(item.config.rootpath)
+    if path.parts[:2] == ("tests", "pg_faults"):
+        return "tests/pg_faults"
+    return path.as_posix()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+    def rank(item: pytest.Item) -> int:
+        group = xdist_group(item)
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a group stays as collected
+
 
 def unavailable(what: str, why: str) -> NoReturn:
     """Skip locally, fail in CI: a missing real part must never pass silently there."""
