@@ -7,7 +7,10 @@ BIN := $(VENV)/bin
 # Re-install whenever pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo demo-status test lint typecheck bench java venv clean
+# pytest-xdist workers for `make test` and `make test-fast` (WORKERS=0: one process).
+WORKERS ?= 2
+
+.PHONY: demo demo-status test test-fast lint typecheck bench java venv clean
 
 java:
 	@scripts/check_java.sh
@@ -32,10 +35,16 @@ demo: java venv
 demo-status: venv
 	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo status $(STATUS_ARGS)
 
+# The full tier, which CI runs (.ci/run). test-fast leaves out the tests marked slow.
 test: java venv
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS)
+
+test-fast: java venv
+	$(BIN)/ruff check python tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"
 
 # Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
 bench: java venv

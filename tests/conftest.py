@@ -14,6 +14,80 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+# Under pytest-xdist (`make test` runs `-n 2`; pyproject's addopts choose `--dist
+# loadgroup --no-loadscope-reorder`) each worker is a test session of its own, with its own
+# PostgreSQL server, Spark session and dbt harness, and takes whole groups of tests. A
+# group is a module, so that module-scoped fixtures are set up once; the fault suite,
+# which shares the session harness of its conftest, is one group; and the modules whose
+# tests read the Spark kill scenario (a session fixture of two minutes) are one group, so
+# that the scenario runs once. Workers take groups in collection order, so the longest
+# are collected first.
+#
+# The groups are computed from node ids by the scheduler below rather than with
+# `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,
+# which pytest 9 no longer reads, so marked tests would be spread test by test.
+KILL_SCENARIO_GROUP = "spark-kill-scenario"
+KILL_SCENARIO_MODULES = (
+    "tests/test_health_models.py",
+    "tests/test_spark_consumer.py",
+    "tests/test_spark_publish.py",
+)
+LONGEST_FIRST = (
+    KILL_SCENARIO_GROUP,
+    "tests/test_pg_outbox_capture.py",
+    "tests/test_pg_feed_setup.py",
+    "tests/test_demo.py",
+    "tests/test_landing.py",
+    "tests/pg_faults",
+    "tests/test_docs_samples.py",
+)
+
+
+def worker_group(nodeid: str) -> str:
+    """The group of a test (``tests/x.py::test_y[...]``) under pytest-xdist."""
+    path = nodeid.split("::", 1)[0]
+    if path in KILL_SCENARIO_MODULES:
+        return KILL_SCENARIO_GROUP
+    if path.startswith("tests/pg_faults/"):
+        return "tests/pg_faults"
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkerGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return WorkerGroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    strays = [
+        item.nodeid
+        for item in items
+        if "kill_scenario_run" in getattr(item, "fixturenames", ())
+        and worker_group(item.nodeid) != KILL_SCENARIO_GROUP
+    ]
+    if strays:
+        raise pytest.UsageError(
+            f"{strays[0]} reads the Spark kill scenario but its module is not in "
+            "KILL_SCENARIO_MODULES of tests/conftest.py: add it there, or each worker "
+            "runs the scenario again"
+        )
+
+    def rank(item: pytest.Item) -> int:
+        group = worker_group(item.nodeid)
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a group stays as collected
+
 
 def unavailable(what: str, why: str) -> NoReturn:
     """Skip locally, fail in CI: a missing real part must never pass silently there."""

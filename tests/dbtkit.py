@@ -15,7 +15,10 @@ renders for PostgreSQL never starts Spark and vice versa.
 Speed: starting dbt and parsing the project costs about a second, rendering with an
 already parsed manifest about 50 ms. ``dbt deps`` runs once per harness, the manifest
 is parsed once per target and reused, and :meth:`DbtHarness.render_many` renders any
-number of snippets in one invocation. Batch your snippets.
+number of snippets in one invocation. Batch your snippets. dbt compiles every macro it
+calls from its Jinja source again in each invocation (half the time of a ``setup_feed``
+run-operation); a harness therefore makes the process keep compiled templates, see
+:func:`keep_compiled_templates`.
 
 API
 ---
@@ -69,7 +72,9 @@ This works as long as a ``sqlserver__`` implementation does not itself dispatch 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import tempfile
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -133,6 +138,48 @@ def _jinja_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+_COMPILED: dict[tuple[str, bool, bool], Any] = {}
+
+
+def keep_compiled_templates() -> None:
+    """Make dbt in this process compile each Jinja source once instead of once per invocation.
+
+    dbt builds a fresh Jinja environment per template and compiles the template's source
+    to Python code every time a macro is called in a new invocation. The compiled code is a
+    function of the source and of the environment kind alone (``capture_macros`` only swaps
+    the class used for undefined names, ``native`` the code generator), so reusing it gives
+    the same templates; each call still gets its own environment and globals, as in dbt.
+    Idempotent.
+    """
+    import dbt.clients.jinja as dbt_jinja
+    import dbt_common.clients.jinja as common_jinja
+
+    if getattr(common_jinja.get_template, "keeps_compiled_code", False):
+        return
+
+    def get_template(
+        string: str,
+        ctx: dict[str, Any],
+        node: Any = None,
+        capture_macros: bool = False,
+        native: bool = False,
+    ) -> Any:
+        # The body of dbt_common.clients.jinja.get_template, with env.from_string split
+        # into compile (cached) and Template.from_code (per call), as from_string does.
+        with common_jinja.catch_jinja(node):
+            env = common_jinja.get_environment(node, capture_macros, native=native)
+            source = str(string)
+            key = (source, capture_macros, native)
+            code = _COMPILED.get(key)
+            if code is None:
+                code = _COMPILED[key] = env.compile(source)
+            return env.template_class.from_code(env, code, env.make_globals(ctx), None)
+
+    get_template.keeps_compiled_code = True  # type: ignore[attr-defined]
+    common_jinja.get_template = get_template
+    dbt_jinja.get_template = get_template  # imported there by name
+
+
 class DbtHarness:
     """One in-process dbt project with generated profiles; see the module docstring."""
 
@@ -160,6 +207,7 @@ class DbtHarness:
         self._manifests: dict[str, Any] = {}
         self._deps_done = False
         self._token = uuid.uuid4().hex[:8]
+        keep_compiled_templates()
 
     # -- public API -------------------------------------------------------------------
 
@@ -292,7 +340,8 @@ class DbtHarness:
             self._write_profiles()
         if not self._deps_done:
             self._deps_done = True
-            self._run_plain(["deps"], target)
+            with deps_lock(self.project_dir):
+                self._run_plain(["deps"], target)
         if target not in self._manifests:
             self._manifests[target] = self._run_plain(["parse"], target).result
 
@@ -318,6 +367,23 @@ class DbtHarness:
     def _write_profiles(self) -> None:
         profile = {PROFILE_NAME: {"target": next(iter(self._outputs)), "outputs": self._outputs}}
         (self.profiles_dir / "profiles.yml").write_text(yaml.safe_dump(profile))
+
+
+@contextlib.contextmanager
+def deps_lock(project_dir: str | Path) -> Iterator[None]:
+    """Held while ``dbt deps`` runs on ``project_dir``, across processes.
+
+    ``dbt deps`` writes ``package-lock.yml`` into the project when it is missing (it is not
+    committed for integration_tests/), so a second ``deps`` on the same project at the same
+    moment (another pytest-xdist worker, a kill-scenario driver) could read it half written.
+    """
+    import fcntl
+
+    name = hashlib.sha1(str(Path(project_dir).resolve()).encode()).hexdigest()[:12]
+    lock_file = Path(tempfile.gettempdir()) / f"changefeed-dbt-deps-{name}.lock"
+    with lock_file.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def postgres_output(uri: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(1, str(REPO))  # tests.dbtkit
 
 PROFILE = "changefeed_integration_tests"
 
@@ -171,7 +172,10 @@ def main() -> None:
     )
     log = workdir / "steps.jsonl"
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
-        _dbt(workdir, plan, {"dbt": ["deps"]})
+        from tests.dbtkit import deps_lock
+
+        with deps_lock(REPO / "integration_tests"):
+            _dbt(workdir, plan, {"dbt": ["deps"]})
     for index, step in enumerate(plan["steps"]):
         (workdir / "current_step").write_text(f"{index} {time.time()}")
         started = time.monotonic()

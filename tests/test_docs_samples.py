@@ -48,6 +48,7 @@ HERE = "tests/test_docs_samples.py"
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
     "readme-commands": f"{HERE}::test_readme_commands_are_the_make_targets",
+    "testing-tiers": f"{HERE}::test_testing_tiers_are_make_targets_and_select_tests",
     "readme-demo-summary": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",
     "readme-status": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",
     "python-api-write": f"{HERE}::test_python_api_samples_run_in_order",
@@ -970,12 +971,37 @@ def test_others_testing_commands_collect() -> None:
     """docs/testing.md's commands run the fault suite, which `make test` runs anyway: here
     each one only has to select tests (the same command with --collect-only)."""
     for line in block(*TESTING_COMMANDS).splitlines():
+        assert_pytest_command_selects_tests(line.split("#", 1)[0].strip())
+
+
+def test_testing_tiers_are_make_targets_and_select_tests() -> None:
+    """The tiers of docs/testing.md: each `make` line names a target of the Makefile whose
+    pytest runs with the workers (test-fast: and without the slow tests); each pytest line
+    selects tests."""
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^WORKERS \?= 2$", makefile, re.M)
+    recipes = {
+        name: re.search(rf"^{name}: java venv\n((?:\t.*\n)+)", makefile, re.M)
+        for name in ("test", "test-fast")
+    }
+    assert recipes["test"] and recipes["test-fast"], makefile
+    assert "pytest -n $(WORKERS)\n" in recipes["test"].group(1)
+    assert 'pytest -n $(WORKERS) -m "not slow"\n' in recipes["test-fast"].group(1)
+    for line in sample("testing-tiers").splitlines():
         command = line.split("#", 1)[0].strip()
-        words = shlex.split(command)
-        assert words[:3] == [".venv/bin/python", "-m", "pytest"], command
-        result = subprocess.run(
-            [sys.executable, *words[1:], "--collect-only"], cwd=REPO, env=shell_env(),
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        assert re.search(r"tests? collected", result.stdout), result.stdout[-500:]
+        if command.startswith("make "):
+            assert command.split()[1] in recipes, command
+        else:
+            assert_pytest_command_selects_tests(command)
+
+
+def assert_pytest_command_selects_tests(command: str) -> None:
+    """``.venv/bin/python -m pytest ...`` selects at least one test (run with --collect-only)."""
+    words = shlex.split(command)
+    assert words[:3] == [".venv/bin/python", "-m", "pytest"], command
+    result = subprocess.run(
+        [sys.executable, *words[1:], "--collect-only"], cwd=REPO, env=shell_env(),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert re.search(r"tests? collected", result.stdout), result.stdout[-500:]
