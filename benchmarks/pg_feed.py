@@ -198,7 +198,7 @@ class Bench:
         import psycopg
 
         sys.path.insert(0, str(REPO))
-        from tests.dbtkit import DbtHarness
+        from tests.support.dbt_harness import DbtHarness
 
         self.uri = uri
         self.admin = psycopg.connect(uri, autocommit=True)

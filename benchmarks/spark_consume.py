@@ -43,7 +43,7 @@ from typing import Any
 from _perfdoc import write_section
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests/dbtkit.py runs the dbt macros in-process
+sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py runs the dbt macros in-process
 
 DOC = REPO / "docs" / "performance.md"
 BEGIN = "<!-- BEGIN spark-consume (written by benchmarks/spark_consume.py) -->"
@@ -76,7 +76,7 @@ sources:
 
 def project(workdir: Path) -> Path:
     """A dbt project with one consumer model per feed (the model reads var('feed'))."""
-    from tests.dbtkit import package_project
+    from tests.support.dbt_harness import package_project
 
     models = {f"consume_{feed}.sql": CONSUMER.replace("var('feed')", repr(feed))
               for feed in ("small_feed", "big_feed")}  # fmt: skip
@@ -86,7 +86,7 @@ def project(workdir: Path) -> Path:
 
 def write_events(uri: str, feed: str, start: int, count: int, per_tx: int = 10_000) -> None:
     """``count`` events with ids ``start..`` over the shards, ``per_tx`` per transaction."""
-    from tests.spark_source_kit import write_many_blocking
+    from tests.support.spark_source import write_many_blocking
 
     per_shard = count // SHARDS
     for shard in range(SHARDS):
@@ -128,8 +128,8 @@ def main() -> int:
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
 
-    from tests import spark_source_kit as kit
-    from tests.dbtkit import DbtHarness
+    from tests.support import spark_source as kit
+    from tests.support.dbt_harness import DbtHarness
 
     from changefeed.embedded_postgres import start
     from changefeed.local_spark import local_spark_session

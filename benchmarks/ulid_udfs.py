@@ -48,7 +48,7 @@ import pyarrow as pa
 from _perfdoc import write_section
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests/dbtkit.py renders the macros
+sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py renders the macros
 
 from changefeed.local_spark import local_spark_session  # noqa: E402
 from changefeed.spark.udfs import make_udf  # noqa: E402
@@ -165,7 +165,7 @@ def _identity_udfs() -> tuple[Any, Any]:
 
 
 def _sql_expressions(spark: Any) -> dict[str, str]:
-    from tests.dbtkit import DbtHarness, call
+    from tests.support.dbt_harness import DbtHarness, call
 
     harness = DbtHarness(tempfile.mkdtemp(prefix="cf-bench-dbt-"), spark=lambda: spark)
     macros = {

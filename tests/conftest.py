@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
-
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from tests.support.real_parts import unavailable
 
 # Under pytest-xdist (`make test` runs `-n 2`; pyproject's addopts choose `--dist
 # loadgroup --no-loadscope-reorder`) each worker is a test session of its own, with its own
@@ -89,14 +88,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: the order within a group stays as collected
 
 
-def unavailable(what: str, why: str) -> NoReturn:
-    """Skip locally, fail in CI: a missing real part must never pass silently there."""
-    message = f"{what} is unavailable: {why}"
-    if IN_CI:
-        pytest.fail(f"{message} (CI=true, so this is a failure, not a skip)", pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
     """One embedded PostgreSQL 16 server for the whole test session."""
@@ -136,7 +127,7 @@ def dbt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     Its ``postgres``/``spark`` targets start the ``pg_uri``/``spark`` fixtures lazily, on
     first use, so a test pays only for the servers it renders or runs against.
     """
-    from tests.dbtkit import DbtHarness
+    from tests.support.dbt_harness import DbtHarness
 
     return DbtHarness(
         tmp_path_factory.mktemp("dbt"),
@@ -147,7 +138,7 @@ def dbt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="session")
 def kill_scenario_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The Spark kill scenario (tests/sparkfeed_driver.py), run once per session."""
-    from tests.sparkfeed_driver import kill_scenario
+    """The Spark kill scenario (tests/support/spark_kill_scenario.py), run once per session."""
+    from tests.support.spark_kill_scenario import kill_scenario
 
     return kill_scenario(tmp_path_factory.getbasetemp() / "sparkfeed-scenario")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli_support import run_without_pyspark
-from tests.pg_feed_support import write_shop_events
+from tests.support.cli import run_without_pyspark
+from tests.support.pg_feeds import write_shop_events
 
 from changefeed.cli import main
 

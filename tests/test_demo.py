@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import unavailable
-from tests.doc_blocks import in_this_checkout, sample
+from tests.support.doc_blocks import in_this_checkout, sample
+from tests.support.real_parts import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 

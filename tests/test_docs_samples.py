@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.doc_blocks import all_blocks, block, in_this_checkout, parse_blocks, sample
-from tests.pg_feed_support import write_shop_events
+from tests.support.doc_blocks import all_blocks, block, in_this_checkout, parse_blocks, sample
+from tests.support.pg_feeds import write_shop_events
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -640,7 +640,7 @@ def test_shop_land(
 def test_shop_sqlserver_variant() -> None:
     """The SQL Server commands: the operations exist, their T-SQL parses, the landing's
     command line is accepted (there is no SQL Server here to run them)."""
-    from tests.sqlserver_tsql import parse_problems
+    from tests.support.tsql import parse_problems
 
     from changefeed.cli import build_parser
     from changefeed.cli.land import source_options
@@ -835,7 +835,7 @@ def _long_name(kind: str, feed: str, limit: int = 128) -> str:
 def test_others_sqlserver_guide(pg_uri: str, tmp_path: Path) -> None:
     """docs/sqlserver.md without a SQL Server: the setup commands run (on PostgreSQL: same
     macro, same arguments), the long names follow the rule, and every T-SQL block parses."""
-    from tests.sqlserver_tsql import parse_problems
+    from tests.support.tsql import parse_problems
 
     uri = fresh_database(pg_uri, "cf_docs_mssql_guide")
     _postgres_guide_tables(uri)

@@ -1,6 +1,6 @@
 """The adapter-neutral feed macros: option validation, relation parsing, long names.
 
-Rendered by real dbt (tests/dbtkit.py) under the postgres target; none of these macros
+Rendered by real dbt (tests/support/dbt_harness.py) under the postgres target; none of these macros
 touches the database, so they behave the same on every adapter.
 """
 
@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from tests.dbtkit import DbtError
+from tests.support.dbt_harness import DbtError
 
 pytestmark = pytest.mark.postgres
 

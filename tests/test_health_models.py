@@ -1,6 +1,6 @@
 """The feed-health package models (models/changefeed_*_health.sql).
 
-The kill scenario's baseline (tests/sparkfeed_driver.py) lands three batches, publishes
+The kill scenario's baseline (tests/support/spark_kill_scenario.py) lands three batches, publishes
 two runs, and then runs only one of the landed feed's two consumers after the third
 batch, so the two consumers lag by different amounts; then it runs the health models
 with ``vars: {changefeed_health_models: true}``. Expected values are computed here from
@@ -13,8 +13,8 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from tests.dbtkit import DbtError
-from tests.sparkfeed_driver import (
+from tests.support.dbt_harness import DbtError
+from tests.support.spark_kill_scenario import (
     BASE,
     CONSUMER,
     LANDED,

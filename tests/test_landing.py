@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests import spark_source_kit as kit
+from tests.support import spark_source as kit
 
 from changefeed.spark.feedtable import BATCH_COLUMN
 from changefeed.spark.landing import ChangefeedSourceError, land

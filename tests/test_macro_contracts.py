@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
-from tests import sqlserver_matrix as matrix
-from tests.pg_feed_support import connect, create_table, relation
+from tests.support import sqlserver_matrix as matrix
+from tests.support.pg_feeds import connect, create_table, relation
 
 pytestmark = pytest.mark.postgres
 
@@ -75,8 +75,8 @@ def test_postgres_returns_exactly_the_documented_values(
     seen["setup_feed"].append(call(dbt, "setup_feed", **setup, stall_timeout_ms=4000))
     for name in ("capture_insert", "capture_update", "capture_delete"):
         trigger = admin.execute(
-            "select tgname from pg_catalog.pg_trigger where tgrelid = 'cf_contract.orders'::regclass"
-            " and tgname like %s", (f"%{name}%",)
+            "select tgname from pg_catalog.pg_trigger"
+            " where tgrelid = 'cf_contract.orders'::regclass and tgname like %s", (f"%{name}%",)
         ).fetchone()  # fmt: skip
         assert trigger is not None, name
         admin.execute(f'drop trigger "{trigger[0]}" on cf_contract.orders')

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli_support import run_without_pyspark
+from tests.support.cli import run_without_pyspark
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "python"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.pg_feed_support import connect, create_table, setup_feed, teardown_feed
+from tests.support.pg_feeds import connect, create_table, setup_feed, teardown_feed
 
 from changefeed.client import PostgresFeed
 

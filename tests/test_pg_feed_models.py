@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests.dbtkit import DbtError
-from tests.pg_feed_support import connect, create_table, registry_row, teardown_feed
+from tests.support.dbt_harness import DbtError
+from tests.support.pg_feeds import connect, create_table, registry_row, teardown_feed
 
 from changefeed.client import PostgresFeed
 

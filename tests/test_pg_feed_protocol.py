@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests.pg_feed_support import (
+from tests.support.pg_feeds import (
     BLOCK,
     block_of,
     connect,

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import errors
-from tests.dbtkit import DbtError
-from tests.pg_feed_support import (
+from tests.support.dbt_harness import DbtError
+from tests.support.pg_feeds import (
     as_role,
     connect,
     create_table,

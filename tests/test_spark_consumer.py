@@ -3,7 +3,7 @@
 * In-process (the shared ``spark`` session and ``dbt`` harness): the safe-point, cursor
   and events macros against real feed tables; argument and config validation; the
   Python writer's commit rule; the orphaned-location cleanup (11.5).
-* Subprocess kill scenario (tests/sparkfeed_driver.py, a Derby Hive metastore): a
+* Subprocess kill scenario (tests/support/spark_kill_scenario.py, a Derby Hive metastore): a
   consumer's first run (create table as select) and an incremental run, each killed
   with SIGKILL while Spark writes, then re-run; an unregistered partition directory
   where the next batch goes; a --full-refresh. The output must be identical to
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.dbtkit import DbtError
-from tests.sparkfeed_driver import (
+from tests.support.dbt_harness import DbtError
+from tests.support.spark_kill_scenario import (
     BASE,
     CONSUMER,
     KILL,
@@ -26,7 +26,7 @@ from tests.sparkfeed_driver import (
     SHORT,
     landed_rows,
 )
-from tests.sparkfeed_driver import (
+from tests.support.spark_kill_scenario import (
     dumped_rows as rows,
 )
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.dbtkit import DbtError, DbtHarness, package_project
+from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 
 pytestmark = pytest.mark.spark
 

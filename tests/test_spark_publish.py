@@ -3,7 +3,7 @@
 * In-process (the shared ``spark`` session): the generated SQL assigns exactly the ULIDs
   of a Python reference implementation of 11.4, for fresh blocks, a clock going
   backwards, and both headroom boundaries; and the config is validated.
-* Subprocess kill scenario (tests/sparkfeed_driver.py): a publishing run killed while its
+* Subprocess kill scenario (tests/support/spark_kill_scenario.py): a publishing run killed while its
   write job runs, then re-run, leaves the feed identical to uninterrupted runs, ULIDs
   included; a consumer downstream reads it like a landed feed.
 """
@@ -16,8 +16,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from tests.dbtkit import DbtError
-from tests.sparkfeed_driver import (
+from tests.support.dbt_harness import DbtError
+from tests.support.spark_kill_scenario import (
     BASE,
     HINTS,
     KILL,
@@ -25,7 +25,7 @@ from tests.sparkfeed_driver import (
     PUBLISHED,
     SHOP_WAVES,
 )
-from tests.sparkfeed_driver import (
+from tests.support.spark_kill_scenario import (
     dumped_rows as rows,
 )
 

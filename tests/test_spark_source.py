@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests import spark_source_kit as kit
+from tests.support import spark_source as kit
 
 from changefeed.spark.source import ChangefeedSourceError, parse_options, register
 from changefeed.ulid import encode_one

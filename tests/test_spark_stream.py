@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests import spark_source_kit as kit
+from tests.support import spark_source as kit
 
 from changefeed.spark.source import register
 

@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 import pytest
-from tests import sqlserver_matrix as matrix
-from tests.dbtkit import DbtHarness
-from tests.sqlserver_tsql import parse_problems
+from tests.support import sqlserver_matrix as matrix
+from tests.support.dbt_harness import DbtHarness
+from tests.support.tsql import parse_problems
 
 pytestmark = pytest.mark.postgres
 
@@ -54,7 +54,7 @@ def test_a_models_new_feed_is_seeded_by_the_triggers_own_insert_over_the_table(
 def test_the_model_rules_apply_before_any_sql_server_code(dbt: Any) -> None:
     """feed_post_hook's rules live in macros/_feed and run for every adapter: a table model
     is refused before sqlserver__setup_feed looks at the database."""
-    from tests.dbtkit import DbtError
+    from tests.support.dbt_harness import DbtError
 
     snippet = (
         "{{ changefeed._feed_build_spec('shop.orders', {'mode': 'outbox', 'capture': 'trigger'},"

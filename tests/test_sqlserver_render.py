@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests import sqlserver_matrix as matrix
-from tests.dbtkit import INTEGRATION_TESTS, REPO_ROOT, DbtError, DbtHarness
-from tests.sqlserver_tsql import (
+from tests.support import sqlserver_matrix as matrix
+from tests.support.dbt_harness import INTEGRATION_TESTS, REPO_ROOT, DbtError, DbtHarness
+from tests.support.tsql import (
     all_problems,
     executesql_bodies,
     parse_problems,
@@ -212,7 +212,7 @@ def test_the_checker_rejects_known_bad_tsql(bad: str) -> None:
 
 
 def test_the_checker_accepts_sql_servers_bracket_rule() -> None:
-    # sqlfluff's own tsql lexer rejects `]]` inside brackets; tests/sqlserver_tsql.py
+    # sqlfluff's own tsql lexer rejects `]]` inside brackets; tests/support/tsql.py
     # patches in SQL Server's rule, and a wrongly escaped name still fails.
     assert parse_problems("select [a]]b], [c[d] from [e f];") == []
     assert parse_problems("drop function [changefeed].[ulid:we']]ird];") == []

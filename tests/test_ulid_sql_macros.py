@@ -1,4 +1,4 @@
-"""The pure-SQL ULID macros, rendered by real dbt (tests/dbtkit.py) and run for real.
+"""The pure-SQL ULID macros, rendered by real dbt (tests/support/dbt_harness.py) and run for real.
 
 * Spark SQL runs in the local Spark session, next to the UDFs, on the same rows.
 * PostgreSQL SQL runs in the embedded PostgreSQL server.
@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import ulid as pyulid
-from tests.dbtkit import DbtError, call, sqlserver_calls
-from tests.test_spark_udfs import (
+from tests.support.dbt_harness import DbtError, call, sqlserver_calls
+from tests.support.ulid_cases import (
     EDGE_BINARY,
     EDGE_TEXT,
     oracle_from_string,

@@ -8,36 +8,20 @@ a feed and can run in any order.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
-
-from pg_faults.feedkit import FeedKit
+from tests.support.faults.feedkit import FeedKit
+from tests.support.faults.fixtures import Connections, MakeFeed
 
 _counter = itertools.count()
 DBT_PROJECT = Path(__file__).resolve().parent / "dbt"
 
 
-class Connections:
-    """Autocommit connections that are closed when the test ends."""
-
-    def __init__(self, uri: str) -> None:
-        self.uri = uri
-        self.opened: list[psycopg.Connection[Any]] = []
-
-    def __call__(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        kwargs.setdefault("autocommit", True)
-        conn = psycopg.connect(self.uri, **kwargs)
-        self.opened.append(conn)
-        return conn
-
-    def close(self) -> None:
-        for conn in self.opened:
-            conn.close()
 
 
 @pytest.fixture
@@ -54,13 +38,12 @@ def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
     conn.close()
 
 
-MakeFeed = Callable[..., FeedKit]
 
 
 @pytest.fixture(scope="session")
 def faults_dbt(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """dbt in-process against ``tests/pg_faults/dbt``: the package and no models."""
-    from tests.dbtkit import DbtHarness
+    from tests.support.dbt_harness import DbtHarness
 
     return DbtHarness(
         tmp_path_factory.mktemp("pg_faults_dbt"),

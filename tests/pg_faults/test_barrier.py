@@ -15,11 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from pg_faults.checker import ZERO_ULID, History, check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.feedkit import FeedKit
-from pg_faults.load import ThreadWrite, write_once
+from tests.support.faults.checker import ZERO_ULID, History, check
+from tests.support.faults.feedkit import FeedKit
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import ThreadWrite, write_once
 
 pytestmark = pytest.mark.postgres
 

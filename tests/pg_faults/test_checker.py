@@ -7,8 +7,7 @@ means something.
 from __future__ import annotations
 
 import pytest
-
-from pg_faults.checker import (
+from tests.support.faults.checker import (
     ZERO_ULID,
     Event,
     History,

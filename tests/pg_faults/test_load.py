@@ -9,10 +9,9 @@ C2 (pages end at transaction boundaries), C3 (all readers see the same sequence)
 from __future__ import annotations
 
 import pytest
-
-from pg_faults.checker import check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.load import run_load
+from tests.support.faults.checker import check
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import run_load
 
 pytestmark = pytest.mark.postgres
 

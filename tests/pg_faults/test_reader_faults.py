@@ -21,12 +21,11 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from pg_faults.checker import ZERO_ULID, History, check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.feedkit import FeedKit
-from pg_faults.load import write_once
-from pg_faults.procs import Child, wait_until
+from tests.support.faults.checker import ZERO_ULID, History, check
+from tests.support.faults.feedkit import FeedKit
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import write_once
+from tests.support.faults.procs import Child, wait_until
 
 pytestmark = pytest.mark.postgres
 

@@ -15,11 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-
-from pg_faults.checker import check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.feedkit import FeedKit
-from pg_faults.load import run_load
+from tests.support.faults.checker import check
+from tests.support.faults.feedkit import FeedKit
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import run_load
 
 pytestmark = pytest.mark.postgres
 

@@ -19,13 +19,12 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from tests.pg_feed_support import race
-
-from pg_faults.checker import History, check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.feedkit import FeedKit
-from pg_faults.load import ThreadWrite, run_load, write_once
-from pg_faults.procs import wait_until
+from tests.support.faults.checker import History, check
+from tests.support.faults.feedkit import FeedKit
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import ThreadWrite, run_load, write_once
+from tests.support.faults.procs import wait_until
+from tests.support.pg_feeds import race
 
 pytestmark = pytest.mark.postgres
 
@@ -169,8 +168,8 @@ def _setup_sql(faults_dbt: Any, schema: str, table: str, modes: list[str]) -> li
 def test_concurrent_setups(
     connect: Connections, admin: psycopg.Connection[Any], faults_dbt: Any
 ) -> None:
-    from pg_faults.checker import History
-    from pg_faults.load import write_once
+    from tests.support.faults.checker import History
+    from tests.support.faults.load import write_once
 
     for schema in ("pgf_race_same", "pgf_race_modes"):
         admin.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))

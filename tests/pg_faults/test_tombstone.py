@@ -16,12 +16,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from tests.support.faults.checker import History, check
+from tests.support.faults.feedkit import FeedKit
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import record_write, write_once
 
 from changefeed.client import WriteAbandoned
-from pg_faults.checker import History, check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.feedkit import FeedKit
-from pg_faults.load import record_write, write_once
 
 pytestmark = pytest.mark.postgres
 

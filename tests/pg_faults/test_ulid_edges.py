@@ -15,11 +15,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from tests.support.faults.checker import BLOCK_BITS, History, check
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import ReaderState, catch_up, read_page, record_write, write_once
 
 from changefeed.client import InvalidArgument
-from pg_faults.checker import BLOCK_BITS, History, check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.load import ReaderState, catch_up, read_page, record_write, write_once
 
 pytestmark = pytest.mark.postgres
 

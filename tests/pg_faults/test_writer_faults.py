@@ -24,11 +24,10 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from pg_faults.checker import ZERO_ULID, History, check
-from pg_faults.conftest import Connections, MakeFeed
-from pg_faults.load import ReaderState, ThreadWrite, catch_up, read_page, write_once
-from pg_faults.procs import Child
+from tests.support.faults.checker import ZERO_ULID, History, check
+from tests.support.faults.fixtures import Connections, MakeFeed
+from tests.support.faults.load import ReaderState, ThreadWrite, catch_up, read_page, write_once
+from tests.support.faults.procs import Child
 
 pytestmark = pytest.mark.postgres
 

@@ -3,7 +3,7 @@
 is collected and skipped with that reason, also when CI=true: no SQL Server exists in this
 project's CI, so this is the one skip that is allowed there.
 
-Each run renders the matrix of tests/sqlserver_matrix.py (exactly the SQL the render tests
+Each run renders the matrix of tests/support/sqlserver_matrix.py (exactly the SQL the render tests
 check), creates a database of its own, sets up the feeds from those batches, and drops the
 database at the end.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests import sqlserver_matrix as matrix
 from tests.sqlserver_live import livekit
 from tests.sqlserver_live.livekit import DSN_VARIABLE, Dsn, LiveFeed, Server, q, run
+from tests.support import sqlserver_matrix as matrix
 
 SKIP_REASON = (
     f"{DSN_VARIABLE} is not set, so the live SQL Server suite is skipped "

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tests import sqlserver_matrix as matrix
+from tests.support import sqlserver_matrix as matrix
 
 DSN_VARIABLE = "CHANGEFEED_SQLSERVER_DSN"
 BLOCK = 2**36

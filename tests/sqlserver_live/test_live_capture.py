@@ -1,7 +1,7 @@
 """Outbox mode with ``capture: trigger`` on a real SQL Server (protocol section 5): the
 source table's AFTER INSERT, UPDATE, DELETE trigger writes the outbox rows inside the
 writer's own statement. The feeds are the render matrix's ``outbox_trigger*`` cases,
-set up from their rendered batches (tests/sqlserver_matrix.py)."""
+set up from their rendered batches (tests/support/sqlserver_matrix.py)."""
 
 from __future__ import annotations
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.dbtkit import INTEGRATION_TESTS, REPO_ROOT, DbtHarness
+from tests.support.dbt_harness import INTEGRATION_TESTS, REPO_ROOT, DbtHarness
 
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "sqlserver"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden" / "sqlserver"
 SECTIONS = ("setup", "upgrade", "teardown", "key_columns")
 #: The cases kept as golden files: one per writer mode, the outbox one with its capture
 #: trigger, so every generated procedure and statement kind appears once.
@@ -185,15 +185,16 @@ def golden_text(case: str, section: str, out: Mapping[str, Any]) -> str:
                 first_line = statement.split("\n", 1)[0]
                 sql = sql.replace(statement, f"-- @@as in setup.sql@@ {first_line}")
     return (
-        f"-- Golden: the {section} SQL of render case {case!r} (tests/sqlserver_matrix.py),\n"
+        f"-- Golden: the {section} SQL of render case {case!r}"
+        " (tests/support/sqlserver_matrix.py),\n"
         "-- reviewed by hand. Regenerate (docs/testing.md):\n"
         "-- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py\n" + sql
     )
 
 
 def macros_harness(tmp_path_factory: Any, pg_uri: str) -> DbtHarness:
-    """A dbt harness (tests/dbtkit.py) on a project with the package and no models of its
-    own: rendering macros only, so models elsewhere cannot break it."""
+    """A dbt harness (tests/support/dbt_harness.py) on a project with the package and no
+    models of its own: rendering macros only, so models elsewhere cannot break it."""
     project = tmp_path_factory.mktemp("sqlserver_render_project")
     shutil.copy(INTEGRATION_TESTS / "dbt_project.yml", project / "dbt_project.yml")
     (project / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
@@ -207,7 +208,7 @@ def macros_harness(tmp_path_factory: Any, pg_uri: str) -> DbtHarness:
 def registered_names(setup: str) -> dict[str, str]:
     """The object names a setup batch registers ({kind: raw name}), read back from the
     batch itself (the JSON literal it stores in the registry)."""
-    from tests.sqlserver_tsql import string_value, tokens
+    from tests.support.tsql import string_value, tokens
 
     for token in tokens(setup):
         if token.kind == "string" and token.text.startswith('N\'{"barrier_acquire"'):

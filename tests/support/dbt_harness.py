@@ -83,7 +83,7 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 INTEGRATION_TESTS = REPO_ROOT / "integration_tests"
 PROFILE_NAME = "changefeed_integration_tests"
 #: The schema dbt's targets use (models, seeds, run_query without a schema).

@@ -1,6 +1,6 @@
 """Run dbt-spark (session method) in a process of its own, for the Spark kill tests.
 
-``python tests/sparkfeed_driver.py PLAN.json`` starts a local Spark with a Derby Hive
+``python tests/support/spark_kill_scenario.py PLAN.json`` starts a local Spark with a Derby Hive
 metastore in ``plan["workdir"]/warehouse`` (so that a later process sees what an
 earlier, killed one committed), then runs the plan's steps in order and appends one JSON
 line per finished step to ``plan["workdir"]/steps.jsonl``:
@@ -32,9 +32,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
-sys.path.insert(1, str(REPO))  # tests.dbtkit
+sys.path.insert(1, str(REPO))  # tests.support.dbt_harness
 
 PROFILE = "changefeed_integration_tests"
 
@@ -172,7 +172,7 @@ def main() -> None:
     )
     log = workdir / "steps.jsonl"
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
-        from tests.dbtkit import deps_lock
+        from tests.support.dbt_harness import deps_lock
 
         with deps_lock(REPO / "integration_tests"):
             _dbt(workdir, plan, {"dbt": ["deps"]})

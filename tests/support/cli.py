@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "python"
+ROOT = Path(__file__).resolve().parents[2] / "python"
 
 #: Runs the CLI with ``import pyspark`` failing, as on an install without the spark extra.
 WITHOUT_PYSPARK = (

@@ -1,6 +1,6 @@
 """Client processes the fault scenarios can SIGKILL, SIGSTOP and SIGCONT.
 
-Each :class:`Child` is a separate Python process (``python -m pg_faults.worker``) with
+Each :class:`Child` is a separate Python process (``python -m tests.support.faults.worker``) with
 its own PostgreSQL connection. The parent sends it JSON commands on stdin and reads
 JSON events from its stdout, so a scenario can stop a writer at an exact step (after
 the lock, after the inserts, just before commit) and then freeze or kill it there.
@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
+# The repository root, so that the child can import tests.support.faults.worker.
+REPO = Path(__file__).resolve().parents[3]
 
 
 class ChildError(AssertionError):
@@ -37,11 +38,11 @@ class Child:
         self.name = name
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(TESTS_DIR), env.get("PYTHONPATH", "")) if p
+            p for p in (str(REPO), env.get("PYTHONPATH", "")) if p
         )
         config = json.dumps({"uri": uri, "feed": feed, "name": name})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pg_faults.worker", config],
+            [sys.executable, "-m", "tests.support.faults.worker", config],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

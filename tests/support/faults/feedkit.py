@@ -18,9 +18,9 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from tests.support.faults.checker import Event, Key
 
 from changefeed.client.postgres import PostgresFeed
-from pg_faults.checker import Event, Key
 
 ZERO = bytes(16)
 

@@ -1,6 +1,6 @@
-"""The child side of :mod:`pg_faults.procs`: one connection, commands on stdin.
+"""The child side of :mod:`tests.support.faults.procs`: one connection, commands on stdin.
 
-Run as ``python -m pg_faults.worker '<json config>'``. Every event is one JSON line on
+Run as ``python -m tests.support.faults.worker '<json config>'``. Every event is one JSON line on
 stdout. A write reports each step it passed (``locked``, ``inserted``, ``committing``)
 before it takes the next, so the parent knows exactly how far a child got when it
 froze or killed it.
@@ -15,8 +15,7 @@ import traceback
 from typing import Any
 
 import psycopg
-
-from pg_faults import feedkit
+from tests.support.faults import feedkit
 
 
 def emit(ev: str, **data: Any) -> None:

@@ -1,7 +1,7 @@
 """Helpers shared by the tests/test_pg_*.py modules (PostgreSQL feeds on the embedded server).
 
 Feeds are set up the user's way, ``dbt run-operation changefeed.setup_feed`` through the
-``dbt`` fixture (tests/dbtkit.py); these helpers only create source tables, call the
+``dbt`` fixture (tests/support/dbt_harness.py); these helpers only create source tables, call the
 operations with the ``{schema, table}`` relation form (which takes any name), and read
 the catalogue.
 """

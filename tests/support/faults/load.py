@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from tests.support.faults.checker import ZERO_ULID, Event, History, Write
+from tests.support.faults.feedkit import FeedKit
 
 from changefeed.client import ChangefeedError
-from pg_faults.checker import ZERO_ULID, Event, History, Write
-from pg_faults.feedkit import FeedKit
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Helpers of the test suite (no tests here)."""

@@ -1,0 +1,1 @@
+"""Helpers of the PostgreSQL fault-injection suite (tests/pg_faults)."""
