@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from tests import sqlserver_matrix as matrix
+from tests import sqlserver_static as static
 from tests.dbtkit import INTEGRATION_TESTS, REPO_ROOT, DbtError, DbtHarness
 from tests.sqlserver_tsql import (
     all_problems,
@@ -76,7 +77,8 @@ def check_case(case: str, out: dict[str, Any]) -> list[str]:
         # A wrongly quoted (or re-indented) name still parses but names another object:
         # decode every [identifier], at every nesting level, and require one we meant.
         expected = set(out["names"].values()) | {k["name"] for k in spec["keys"]}
-        expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale"}
+        # the registry's own names, and the schema owner (create schema ... authorization)
+        expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale", "dbo"}
         # the capture trigger lives on the source table; its shard expression is the user's
         expected |= {spec["source_schema"], spec["source_table"]}
         expected |= {t.text[1:-1].replace("]]", "]") for t in tokens(spec.get("shard") or "")
@@ -149,6 +151,103 @@ def test_golden_directory_has_no_stale_files() -> None:
         f"{case}/{section}.sql" for case in matrix.GOLDEN_CASES for section in matrix.SECTIONS
     }
     assert on_disk == expected
+
+
+# -- static checks of defect classes (tests/sqlserver_static.py) ----------------------------
+
+
+def _quoted_tables(case: str, out: dict[str, Any]) -> dict[str, str]:
+    """kind -> the quoted two-part name of each of the case's tables."""
+    schema = "[" + matrix.CASES[case]["schema"].replace("]", "]]") + "]"
+    return {
+        kind: schema + ".[" + out["names"][kind].replace("]", "]]") + "]"
+        for kind in static.HOT_TABLES
+        if kind in out["names"]
+    }
+
+
+def static_problems(case: str, out: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    for section in ("setup", "upgrade", "teardown"):
+        label = f"{case}/{section}"
+        problems += static.literal_typing_problems(out[section], label)
+        problems += static.batch_option_problems(out[section], label)
+        problems += static.schema_owner_problems(out[section], label)
+    problems += static.lock_escalation_problems(
+        out["setup"], f"{case}/setup", _quoted_tables(case, out)
+    )
+    return problems
+
+
+@pytest.mark.parametrize("case", list(matrix.CASES))
+def test_static_checks_find_no_defect_class(rendered: dict[str, dict[str, Any]], case: str) -> None:
+    problems = static_problems(case, rendered[case])
+    assert not problems, "\n".join(problems)
+
+
+FEED = "[changefeed].[feed:shop.orders]"
+GOOD_START = (
+    "-- title\nset nocount on;\nset xact_abort on;\n"
+    "set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null,"
+    " quoted_identifier on;\nset numeric_roundabort off;\nbegin transaction;\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("check", "bad", "good"),
+    [
+        # review #1: a bigint plus a decimal literal, converted to binary(8)
+        (
+            "literal",
+            "exec sp_executesql N'create procedure p as\n"
+            "set @b = convert(binary(8), @low + 68719476735);';",
+            "exec sp_executesql N'create procedure p as\n"
+            "set @b = convert(binary(8), @low + convert(bigint, 68719476735));';",
+        ),
+        (
+            "literal",
+            "select convert(binary(8), 68719476736);",
+            "select @i where @i >= 68719476736;",
+        ),
+        ("literal", "set @low = 4294967296 * @x;", "set @low = convert(bigint, 4294967296) * @x;"),
+        # review #13: a batch without the ANSI options its objects keep
+        ("options", "set nocount on;\nset xact_abort on;\nbegin transaction;\n", GOOD_START),
+        (
+            "options",
+            GOOD_START.replace("set numeric_roundabort off;\n", ""),
+            GOOD_START,
+        ),
+        (
+            "options",
+            "begin transaction;\n" + GOOD_START,  # the options must come first
+            GOOD_START,
+        ),
+        # review #11: a hot table that may escalate to a table lock
+        (
+            "escalation",
+            f"exec sp_executesql N'create table {FEED} (shard_id int not null)';",
+            f"exec sp_executesql N'create table {FEED} (shard_id int not null)';\n"
+            f"exec sp_executesql N'alter table {FEED} set (lock_escalation = disable)';",
+        ),
+        # review #3: a schema owned by whoever deployed it
+        (
+            "owner",
+            "exec sp_executesql N'create schema [changefeed]';",
+            "exec sp_executesql N'create schema [changefeed] authorization [dbo]';",
+        ),
+    ],
+)
+def test_static_checks_reject_a_broken_rendering(check: str, bad: str, good: str) -> None:
+    run = {
+        "literal": static.literal_typing_problems,
+        "options": static.batch_option_problems,
+        "escalation": lambda sql, label: static.lock_escalation_problems(
+            sql, label, {"feed": FEED}
+        ),
+        "owner": static.schema_owner_problems,
+    }[check]
+    assert run(bad, "bad"), f"the {check} check let this through:\n{bad}"
+    assert run(good, "good") == []
 
 
 # -- names --------------------------------------------------------------------------------

@@ -4,7 +4,10 @@
 -#}
 {% macro _sqlserver_registry_statements(c) %}
   {%- set feeds = c.schema_sql ~ '.[feeds]' -%}
-  {%- set schema_ddl = 'create schema ' ~ c.schema_sql -%}
+  {#- Owned by dbo, not by whichever user deploys: the capture trigger (owned by the source
+      schema's owner, usually dbo) reaches the outbox by ownership chaining, which holds
+      only while both have one owner. -#}
+  {%- set schema_ddl = 'create schema ' ~ c.schema_sql ~ ' authorization [dbo]' -%}
   {%- set registry_ddl -%}
 create table {{ feeds }} (
     feed_id nvarchar(300) not null,

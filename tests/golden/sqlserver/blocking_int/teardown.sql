@@ -5,6 +5,11 @@
 -- One batch, one transaction.
 set nocount on;
 set xact_abort on;
+-- What the objects created below keep (QUOTED_IDENTIFIER and ANSI_NULLS for procedures
+-- and triggers, ANSI_PADDING for columns) and what computed columns need, whatever the
+-- client's defaults (DB-Library and sqlcmd without -I have QUOTED_IDENTIFIER off).
+set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null, quoted_identifier on;
+set numeric_roundabort off;
 declare @rc int, @found int = 0, @member nvarchar(128), @sql nvarchar(max);
 begin transaction;
 exec @rc = sp_getapplock

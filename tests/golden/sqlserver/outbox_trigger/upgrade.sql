@@ -2,9 +2,14 @@
 -- reviewed by hand. Regenerate (docs/testing.md):
 -- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py
 -- changefeed upgrade of feed "shop.order_lines" (outbox mode) in schema "changefeed", protocol 2.
--- Re-creates procedures and functions only. One batch, one transaction.
+-- Re-creates procedures and functions; tables and data are kept. One batch, one transaction.
 set nocount on;
 set xact_abort on;
+-- What the objects created below keep (QUOTED_IDENTIFIER and ANSI_NULLS for procedures
+-- and triggers, ANSI_PADDING for columns) and what computed columns need, whatever the
+-- client's defaults (DB-Library and sqlcmd without -I have QUOTED_IDENTIFIER off).
+set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null, quoted_identifier on;
+set numeric_roundabort off;
 declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int, @options nvarchar(max);
 begin transaction;
 exec @rc = sp_getapplock
@@ -44,6 +49,14 @@ begin
         N'; upgrade_feed keeps them: pass the registered capture and shard, or change them with changefeed.setup_feed');
     throw 51059, @msg, 1;
 end;
+
+exec sp_executesql N'alter table [changefeed].[state:shop.order_lines] set (lock_escalation = disable)';
+
+exec sp_executesql N'alter table [changefeed].[feed:shop.order_lines] set (lock_escalation = disable)';
+
+exec sp_executesql N'alter table [changefeed].[outbox:shop.order_lines] set (lock_escalation = disable)';
+
+exec sp_executesql N'alter table [changefeed].[session:shop.order_lines] set (lock_escalation = disable)';
 
 -- @@as in setup.sql@@ if object_id(N'[shop].[order_lines]', N'U') is null
 
