@@ -288,6 +288,38 @@ def test_lock_names_fit_sp_getapplock(rendered: dict[str, dict[str, Any]]) -> No
     assert "N''changefeed/shop.orders/''" in rendered["blocking_int"]["setup"]
 
 
+def test_a_feed_id_registered_for_another_table_is_refused(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """[my.schema].[t] and [my].[schema.t] share the feed id my.schema.t (review #14): every
+    batch of one refuses the other's registry row (51060) before it changes anything."""
+    out = rendered["blocking_dotted_table"]
+    check = "(source_schema <> N'my' or source_table <> N'schema.t')"
+    first_change = {
+        "setup": "if @action = N'created'",
+        "upgrade": "create or alter",
+        "teardown": "drop ",
+    }
+    for section, change in first_change.items():
+        sql = out[section]
+        assert check in sql and "throw 51060" in sql, section
+        assert sql.index("throw 51060") < sql.index(change), section
+    assert (
+        "(source_schema <> N'my.schema' or source_table <> N't')"
+        in (rendered["blocking_dotted_schema"]["setup"])
+    )
+
+
+def test_the_registry_holds_a_source_relation_of_any_length(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Two bracketed 128-character names of `]` are 517 characters (review #23); registries
+    created with nvarchar(400) are widened."""
+    setup = rendered["blocking_hostile"]["setup"]
+    assert "source_relation nvarchar(max) not null," in setup
+    assert "alter column source_relation nvarchar(max) not null" in setup
+
+
 # -- a broken macro must fail these checks -------------------------------------------------
 
 

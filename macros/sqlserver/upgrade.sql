@@ -63,7 +63,7 @@ begin
     throw 51059, @msg, 1;
 end;
   {%- endset -%}
-  {%- do out.append(start ~ '\n' ~ checks) -%}
+  {%- do out.append(start ~ '\n' ~ changefeed._sqlserver_sql_same_source(c) ~ '\n' ~ checks) -%}
   {%- set crossing = changefeed._sqlserver_upgrade_pending_writes(c, '@version') -%}
   {%- if crossing -%}
     {%- do out.append(crossing) -%}

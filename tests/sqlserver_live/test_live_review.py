@@ -162,3 +162,21 @@ def test_created_objects_keep_the_ansi_options_whatever_the_client(fresh: Any, c
         "and y.name in (N'varchar', N'nvarchar', N'varbinary', N'char', N'nchar', N'binary');",
     )
     assert columns == []
+
+
+def test_two_tables_with_one_feed_id_do_not_share_a_feed(conn: Any) -> None:
+    """#14: [my.schema].[t] and [my].[schema.t] both have the feed id my.schema.t; the
+    second's setup found the first's row and said `unchanged`, its teardown dropped it."""
+    first, second = LiveFeed("blocking_dotted_schema"), LiveFeed("blocking_dotted_table")
+    for feed in (first, second):
+        feed.create_source(conn)
+    first.teardown(conn)
+    assert first.setup(conn) == "created"
+    for section in ("setup", "upgrade", "teardown"):
+        message = expect_error(conn, second.batches[section], number=51060)
+        assert "belongs to the table [my.schema].[t], not to [my].[schema.t]" in message
+    first.write(conn, 0, [[1]])  # untouched
+    assert [r[1] for r in first.read_all(conn, 0)] == [1]
+    assert first.teardown(conn) == "dropped"
+    assert second.setup(conn) == "created"
+    assert second.teardown(conn) == "dropped"

@@ -36,7 +36,7 @@ if object_id(N'[changefeed].[feeds]', N'U') is null
     source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
-    source_relation nvarchar(400) not null,
+    source_relation nvarchar(max) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
     keys nvarchar(max) not null,
@@ -47,6 +47,23 @@ if object_id(N'[changefeed].[feeds]', N'U') is null
     updated_at datetime2(3) not null,
     constraint [pk:feeds] primary key (feed_id)
 )';
+
+if col_length(N'[changefeed].[feeds]', N'source_relation') <> -1
+    exec sp_executesql N'alter table [changefeed].[feeds] alter column source_relation nvarchar(max) not null';
+
+declare @other_source nvarchar(2048);
+if object_id(N'[changefeed].[feeds]', N'U') is not null
+    select @other_source = quotename(source_schema) + N'.' + quotename(source_table)
+    from [changefeed].[feeds]
+    where feed_id = N'shop.order_lines'
+        and (source_schema <> N'shop' or source_table <> N'order_lines');
+if @other_source is not null
+begin
+    set @other_source = concat(
+        N'changefeed: the feed id ', N'shop.order_lines', N' belongs to the table ', @other_source, N', not to ',
+        N'[shop].[order_lines]', N'; two tables whose schema and table names join to the same id cannot both have a feed: rename one of them');
+    throw 51060, @other_source, 1;
+end;
 
 select
     @mode = mode, @keys = key_signature, @options = options, @names = names,

@@ -17,6 +17,19 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+declare @other_source nvarchar(2048);
+if object_id(N'[changefeed].[feeds]', N'U') is not null
+    select @other_source = quotename(source_schema) + N'.' + quotename(source_table)
+    from [changefeed].[feeds]
+    where feed_id = N'shop.order_lines'
+        and (source_schema <> N'shop' or source_table <> N'order_lines');
+if @other_source is not null
+begin
+    set @other_source = concat(
+        N'changefeed: the feed id ', N'shop.order_lines', N' belongs to the table ', @other_source, N', not to ',
+        N'[shop].[order_lines]', N'; two tables whose schema and table names join to the same id cannot both have a feed: rename one of them');
+    throw 51060, @other_source, 1;
+end;
 if object_id(N'[changefeed].[feeds]', N'U') is null
     throw 51056, N'changefeed: feed shop.order_lines is not set up (no registry [changefeed].[feeds]); run changefeed.setup_feed first', 1;
 select @mode = mode, @keys = key_signature, @version = protocol_version, @options = options
