@@ -17,6 +17,7 @@ rendering.
   big statement cannot lock the whole table (READPAST skips row locks only).
 * schema owner: ``create schema`` names its owner, so that the objects in it are not owned
   by whichever user happened to deploy (ownership chains need one owner).
+* catch-all predicates: ``@p is null or column = @p`` makes one plan that scans the table.
 """
 
 from __future__ import annotations
@@ -141,4 +142,25 @@ def schema_owner_problems(sql: str, label: str) -> list[str]:
                         f"{label}: create schema {toks[i + 2].text if i + 2 < len(toks) else ''}"
                         " names no owner (authorization dbo)"
                     )
+    return problems
+
+
+def catch_all_problems(sql: str, label: str) -> list[str]:
+    """No ``@p is null or column = @p``: one cached plan for such a catch-all predicate
+    scans the whole table, and under locking READ COMMITTED waits for every row's locks."""
+    problems = []
+    for statement in every_statement(sql):
+        words = [t.text.lower() for t in tokens(statement)]
+        for i in range(len(words) - 6):
+            variable = words[i]
+            if (
+                variable.startswith("@")
+                and words[i + 1 : i + 4] == ["is", "null", "or"]
+                and words[i + 5] == "="
+                and words[i + 6] == variable
+            ):
+                problems.append(
+                    f"{label}: catch-all predicate {' '.join(words[i : i + 7])}; "
+                    "write one statement per case"
+                )
     return problems

@@ -173,6 +173,7 @@ def static_problems(case: str, out: dict[str, Any]) -> list[str]:
         problems += static.literal_typing_problems(out[section], label)
         problems += static.batch_option_problems(out[section], label)
         problems += static.schema_owner_problems(out[section], label)
+        problems += static.catch_all_problems(out[section], label)
     problems += static.lock_escalation_problems(
         out["setup"], f"{case}/setup", _quoted_tables(case, out)
     )
@@ -229,6 +230,15 @@ GOOD_START = (
             f"exec sp_executesql N'create table {FEED} (shard_id int not null)';\n"
             f"exec sp_executesql N'alter table {FEED} set (lock_escalation = disable)';",
         ),
+        # review #26: a catch-all predicate
+        (
+            "catch_all",
+            "exec sp_executesql N'create procedure p as\n"
+            "select head from s where @shard_id is null or shard_id = @shard_id;';",
+            "exec sp_executesql N'create procedure p as\n"
+            "if @shard_id is null select head from s; else select head from s"
+            " where shard_id = @shard_id;';",
+        ),
         # review #3: a schema owned by whoever deployed it
         (
             "owner",
@@ -245,6 +255,7 @@ def test_static_checks_reject_a_broken_rendering(check: str, bad: str, good: str
             sql, label, {"feed": FEED}
         ),
         "owner": static.schema_owner_problems,
+        "catch_all": static.catch_all_problems,
     }[check]
     assert run(bad, "bad"), f"the {check} check let this through:\n{bad}"
     assert run(good, "good") == []

@@ -199,13 +199,22 @@ declare @heads table (shard_id int not null primary key, generation int not null
 {%- endmacro %}
 
 
+{#- The heads of one shard, or of all for @shard_id null, in two statements rather than
+    `where @shard_id is null or shard_id = @shard_id`: one cached plan for that predicate
+    scans every shard's state row, and under locking READ COMMITTED a reader of one shard
+    would wait for a lock call or mover of any other (review #26). -#}
 {% macro _sqlserver_sql_safe_point_heads(c, depth=0) -%}
 {%- set p = ' ' * depth -%}
 delete from @heads;
-{{ p }}insert into @heads (shard_id, generation, head)
-{{ p }}select shard_id, generation, head
-{{ p }}from {{ c.n.state.sql }}
-{{ p }}where @shard_id is null or shard_id = @shard_id;
+{{ p }}if @shard_id is null
+{{ p }}    insert into @heads (shard_id, generation, head)
+{{ p }}    select shard_id, generation, head
+{{ p }}    from {{ c.n.state.sql }};
+{{ p }}else
+{{ p }}    insert into @heads (shard_id, generation, head)
+{{ p }}    select shard_id, generation, head
+{{ p }}    from {{ c.n.state.sql }}
+{{ p }}    where shard_id = @shard_id;
 {%- endmacro %}
 
 

@@ -701,10 +701,15 @@ begin
 
     set @safe_point = null;
     delete from @heads;
-    insert into @heads (shard_id, generation, head)
-    select shard_id, generation, head
-    from [changefeed].[state:shop.orders]
-    where @shard_id is null or shard_id = @shard_id;
+    if @shard_id is null
+        insert into @heads (shard_id, generation, head)
+        select shard_id, generation, head
+        from [changefeed].[state:shop.orders];
+    else
+        insert into @heads (shard_id, generation, head)
+        select shard_id, generation, head
+        from [changefeed].[state:shop.orders]
+        where shard_id = @shard_id;
     select @safe_point = sp.safe_point
     from (
         select
@@ -788,10 +793,15 @@ begin
     set transaction isolation level read committed;
     declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
     delete from @heads;
-    insert into @heads (shard_id, generation, head)
-    select shard_id, generation, head
-    from [changefeed].[state:shop.orders]
-    where @shard_id is null or shard_id = @shard_id;
+    if @shard_id is null
+        insert into @heads (shard_id, generation, head)
+        select shard_id, generation, head
+        from [changefeed].[state:shop.orders];
+    else
+        insert into @heads (shard_id, generation, head)
+        select shard_id, generation, head
+        from [changefeed].[state:shop.orders]
+        where shard_id = @shard_id;
     select
         sp.shard_id,
         sp.safe_point,
@@ -925,10 +935,15 @@ begin
         throw 51045, N''changefeed: barrier_check needs @shard_id and @position (from barrier_acquire)'', 1;
     declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
     delete from @heads;
-    insert into @heads (shard_id, generation, head)
-    select shard_id, generation, head
-    from [changefeed].[state:shop.orders]
-    where @shard_id is null or shard_id = @shard_id;
+    if @shard_id is null
+        insert into @heads (shard_id, generation, head)
+        select shard_id, generation, head
+        from [changefeed].[state:shop.orders];
+    else
+        insert into @heads (shard_id, generation, head)
+        select shard_id, generation, head
+        from [changefeed].[state:shop.orders]
+        where shard_id = @shard_id;
     select @safe_point = sp.safe_point
     from (
         select
