@@ -122,7 +122,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def dbt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The in-process dbt harness of tests/dbtkit.py (see its docstring for the API).
+    """The in-process dbt harness of tests/support/dbt_harness.py (its docstring has the API).
 
     Its ``postgres``/``spark`` targets start the ``pg_uri``/``spark`` fixtures lazily, on
     first use, so a test pays only for the servers it renders or runs against.

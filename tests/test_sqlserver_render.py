@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from tests.support import sqlserver_matrix as matrix
+from tests.support import tsql_static as static
 from tests.support.dbt_harness import INTEGRATION_TESTS, REPO_ROOT, DbtError, DbtHarness
 from tests.support.tsql import (
     all_problems,
@@ -76,7 +77,8 @@ def check_case(case: str, out: dict[str, Any]) -> list[str]:
         # A wrongly quoted (or re-indented) name still parses but names another object:
         # decode every [identifier], at every nesting level, and require one we meant.
         expected = set(out["names"].values()) | {k["name"] for k in spec["keys"]}
-        expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale"}
+        # the registry's own names, and the schema owner (create schema ... authorization)
+        expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale", "dbo"}
         # the capture trigger lives on the source table; its shard expression is the user's
         expected |= {spec["source_schema"], spec["source_table"]}
         expected |= {t.text[1:-1].replace("]]", "]") for t in tokens(spec.get("shard") or "")
@@ -151,6 +153,114 @@ def test_golden_directory_has_no_stale_files() -> None:
     assert on_disk == expected
 
 
+# -- static checks of defect classes (tests/support/tsql_static.py) ----------------------------
+
+
+def _quoted_tables(case: str, out: dict[str, Any]) -> dict[str, str]:
+    """kind -> the quoted two-part name of each of the case's tables."""
+    schema = "[" + matrix.CASES[case]["schema"].replace("]", "]]") + "]"
+    return {
+        kind: schema + ".[" + out["names"][kind].replace("]", "]]") + "]"
+        for kind in static.HOT_TABLES
+        if kind in out["names"]
+    }
+
+
+def static_problems(case: str, out: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    for section in ("setup", "upgrade", "teardown"):
+        label = f"{case}/{section}"
+        problems += static.literal_typing_problems(out[section], label)
+        problems += static.batch_option_problems(out[section], label)
+        problems += static.schema_owner_problems(out[section], label)
+        problems += static.catch_all_problems(out[section], label)
+    problems += static.lock_escalation_problems(
+        out["setup"], f"{case}/setup", _quoted_tables(case, out)
+    )
+    return problems
+
+
+@pytest.mark.parametrize("case", list(matrix.CASES))
+def test_static_checks_find_no_defect_class(rendered: dict[str, dict[str, Any]], case: str) -> None:
+    problems = static_problems(case, rendered[case])
+    assert not problems, "\n".join(problems)
+
+
+FEED = "[changefeed].[feed:shop.orders]"
+GOOD_START = (
+    "-- title\nset nocount on;\nset xact_abort on;\n"
+    "set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null,"
+    " quoted_identifier on;\nset numeric_roundabort off;\nbegin transaction;\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("check", "bad", "good"),
+    [
+        # review #1: a bigint plus a decimal literal, converted to binary(8)
+        (
+            "literal",
+            "exec sp_executesql N'create procedure p as\n"
+            "set @b = convert(binary(8), @low + 68719476735);';",
+            "exec sp_executesql N'create procedure p as\n"
+            "set @b = convert(binary(8), @low + convert(bigint, 68719476735));';",
+        ),
+        (
+            "literal",
+            "select convert(binary(8), 68719476736);",
+            "select @i where @i >= 68719476736;",
+        ),
+        ("literal", "set @low = 4294967296 * @x;", "set @low = convert(bigint, 4294967296) * @x;"),
+        # review #13: a batch without the ANSI options its objects keep
+        ("options", "set nocount on;\nset xact_abort on;\nbegin transaction;\n", GOOD_START),
+        (
+            "options",
+            GOOD_START.replace("set numeric_roundabort off;\n", ""),
+            GOOD_START,
+        ),
+        (
+            "options",
+            "begin transaction;\n" + GOOD_START,  # the options must come first
+            GOOD_START,
+        ),
+        # review #11: a hot table that may escalate to a table lock
+        (
+            "escalation",
+            f"exec sp_executesql N'create table {FEED} (shard_id int not null)';",
+            f"exec sp_executesql N'create table {FEED} (shard_id int not null)';\n"
+            f"exec sp_executesql N'alter table {FEED} set (lock_escalation = disable)';",
+        ),
+        # review #26: a catch-all predicate
+        (
+            "catch_all",
+            "exec sp_executesql N'create procedure p as\n"
+            "select head from s where @shard_id is null or shard_id = @shard_id;';",
+            "exec sp_executesql N'create procedure p as\n"
+            "if @shard_id is null select head from s; else select head from s"
+            " where shard_id = @shard_id;';",
+        ),
+        # review #3: a schema owned by whoever deployed it
+        (
+            "owner",
+            "exec sp_executesql N'create schema [changefeed]';",
+            "exec sp_executesql N'create schema [changefeed] authorization [dbo]';",
+        ),
+    ],
+)
+def test_static_checks_reject_a_broken_rendering(check: str, bad: str, good: str) -> None:
+    run = {
+        "literal": static.literal_typing_problems,
+        "options": static.batch_option_problems,
+        "escalation": lambda sql, label: static.lock_escalation_problems(
+            sql, label, {"feed": FEED}
+        ),
+        "owner": static.schema_owner_problems,
+        "catch_all": static.catch_all_problems,
+    }[check]
+    assert run(bad, "bad"), f"the {check} check let this through:\n{bad}"
+    assert run(good, "good") == []
+
+
 # -- names --------------------------------------------------------------------------------
 
 
@@ -187,6 +297,38 @@ def test_lock_names_fit_sp_getapplock(rendered: dict[str, dict[str, Any]]) -> No
     (prefix,) = prefixes
     assert len(prefix + "-2147483648/2147483647") <= 255
     assert "N''changefeed/shop.orders/''" in rendered["blocking_int"]["setup"]
+
+
+def test_a_feed_id_registered_for_another_table_is_refused(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """[my.schema].[t] and [my].[schema.t] share the feed id my.schema.t (review #14): every
+    batch of one refuses the other's registry row (51060) before it changes anything."""
+    out = rendered["blocking_dotted_table"]
+    check = "(source_schema <> N'my' or source_table <> N'schema.t')"
+    first_change = {
+        "setup": "if @action = N'created'",
+        "upgrade": "create or alter",
+        "teardown": "drop ",
+    }
+    for section, change in first_change.items():
+        sql = out[section]
+        assert check in sql and "throw 51060" in sql, section
+        assert sql.index("throw 51060") < sql.index(change), section
+    assert (
+        "(source_schema <> N'my.schema' or source_table <> N't')"
+        in (rendered["blocking_dotted_schema"]["setup"])
+    )
+
+
+def test_the_registry_holds_a_source_relation_of_any_length(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Two bracketed 128-character names of `]` are 517 characters (review #23); registries
+    created with nvarchar(400) are widened."""
+    setup = rendered["blocking_hostile"]["setup"]
+    assert "source_relation nvarchar(max) not null," in setup
+    assert "alter column source_relation nvarchar(max) not null" in setup
 
 
 # -- a broken macro must fail these checks -------------------------------------------------

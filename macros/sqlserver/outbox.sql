@@ -60,7 +60,7 @@ begin try
 {{ p }}        select @t = max_hint from @groups where grp = @grp;
 {{ p }}        {{ changefeed._sqlserver_sql_block(c, depth + 8) }}
 {{ p }}        update @groups set ulid_high = @b_high, block_start = @b_start where grp = @grp;
-{{ p }}        select @st_time = @b_time, @st_high = @b_high, @st_low = @b_start + {{ c.block }};
+{{ p }}        select @st_time = @b_time, @st_high = @b_high, @st_low = @b_start + convert(bigint, {{ c.block }});
 {{ p }}        set @grp += 1;
 {{ p }}    end;
 

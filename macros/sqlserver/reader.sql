@@ -3,7 +3,8 @@
   to the safe point, ending at a transaction boundary. In outbox mode it first moves the
   outbox when the page is not full (the reader is at the head).
   The page is returned as a result set (ulid, <keys>), or, for code written for
-  mssql-changefeed, inserted into the caller's temporary table #read if one exists.
+  mssql-changefeed, put into the caller's temporary table #read if one exists (emptied
+  first, as mssql-changefeed did).
 -#}
 {% macro _sqlserver_routine_read_feed(c) -%}
 {%- set n = c.n -%}
@@ -67,6 +68,7 @@ begin
 {%- if c.mode == 'outbox' %}
     if @@trancount > 0
         throw 51020, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.read_feed.sql ~ ' moves the outbox in a transaction of its own; call it outside any transaction') }}, 1;
+    {{ changefeed._sqlserver_sql_refuse_implicit_transactions(51020, n.read_feed, 4) }}
 {%- endif %}
 
     {{ changefeed._sqlserver_sql_read_page(c, 4) }}
@@ -91,7 +93,7 @@ begin
         select @last = max(ulid) from @page;
         set @low = convert(bigint, substring(@last, 9, 8)) & convert(bigint, {{ c.align_mask }});
         set @block_first = convert(binary(16), substring(@last, 1, 8) + convert(binary(8), @low));
-        set @block_last = convert(binary(16), substring(@last, 1, 8) + convert(binary(8), @low + {{ c.block_minus_1 }}));
+        set @block_last = convert(binary(16), substring(@last, 1, 8) + convert(binary(8), @low + convert(bigint, {{ c.block_minus_1 }})));
         if exists (
             select 1 from {{ n.feed.sql }}
             where shard_id = @shard_id and ulid > @last and ulid <= @block_last and ulid <= @safe_point)
@@ -106,9 +108,14 @@ begin
         end;
     end;
 
+    -- #read holds one page, as in mssql-changefeed, whose read_feed emptied it first:
+    -- code that reads #read after each call must not see the previous page again.
     if object_id(N'tempdb..#read') is not null
+    begin
+        delete from #read;
         insert into #read (ulid, {{ keys }})
         select ulid, {{ keys }} from @page;
+    end
     else
         select ulid, {{ keys }} from @page order by ulid;
 end
@@ -192,13 +199,22 @@ declare @heads table (shard_id int not null primary key, generation int not null
 {%- endmacro %}
 
 
+{#- The heads of one shard, or of all for @shard_id null, in two statements rather than
+    `where @shard_id is null or shard_id = @shard_id`: one cached plan for that predicate
+    scans every shard's state row, and under locking READ COMMITTED a reader of one shard
+    would wait for a lock call or mover of any other (review #26). -#}
 {% macro _sqlserver_sql_safe_point_heads(c, depth=0) -%}
 {%- set p = ' ' * depth -%}
 delete from @heads;
-{{ p }}insert into @heads (shard_id, generation, head)
-{{ p }}select shard_id, generation, head
-{{ p }}from {{ c.n.state.sql }}
-{{ p }}where @shard_id is null or shard_id = @shard_id;
+{{ p }}if @shard_id is null
+{{ p }}    insert into @heads (shard_id, generation, head)
+{{ p }}    select shard_id, generation, head
+{{ p }}    from {{ c.n.state.sql }};
+{{ p }}else
+{{ p }}    insert into @heads (shard_id, generation, head)
+{{ p }}    select shard_id, generation, head
+{{ p }}    from {{ c.n.state.sql }}
+{{ p }}    where shard_id = @shard_id;
 {%- endmacro %}
 
 

@@ -4,14 +4,17 @@
 -#}
 {% macro _sqlserver_registry_statements(c) %}
   {%- set feeds = c.schema_sql ~ '.[feeds]' -%}
-  {%- set schema_ddl = 'create schema ' ~ c.schema_sql -%}
+  {#- Owned by dbo, not by whichever user deploys: the capture trigger (owned by the source
+      schema's owner, usually dbo) reaches the outbox by ownership chaining, which holds
+      only while both have one owner. -#}
+  {%- set schema_ddl = 'create schema ' ~ c.schema_sql ~ ' authorization [dbo]' -%}
   {%- set registry_ddl -%}
 create table {{ feeds }} (
     feed_id nvarchar(300) not null,
     source_database nvarchar(128) null,
     source_schema nvarchar(128) not null,
     source_table nvarchar(128) not null,
-    source_relation nvarchar(400) not null,
+    source_relation nvarchar(max) not null,
     mode varchar(10) not null,
     key_signature nvarchar(max) not null,
     keys nvarchar(max) not null,
@@ -23,9 +26,44 @@ create table {{ feeds }} (
     constraint [pk:feeds] primary key (feed_id)
 )
   {%- endset -%}
+  {#- The last statement widens source_relation of registries created as nvarchar(400):
+      two bracketed 128-character names with every `]` doubled, or a three-part name, are
+      longer. -#}
   {{ return([
       'if schema_id(' ~ c.schema_lit ~ ') is null\n    ' ~ changefeed._sqlserver_exec(schema_ddl),
       'if object_id(' ~ changefeed._sqlserver_literal(feeds) ~ ', N\'U\') is null\n    '
           ~ changefeed._sqlserver_exec(registry_ddl),
+      'if col_length(' ~ changefeed._sqlserver_literal(feeds) ~ ', N\'source_relation\') <> -1\n    '
+          ~ changefeed._sqlserver_exec('alter table ' ~ feeds ~ ' alter column source_relation nvarchar(max) not null'),
   ]) }}
+{% endmacro %}
+
+
+{#-
+  T-SQL: refuse a feed id that the registry holds for another table. The id joins schema
+  and table with a dot, so [my.schema].[t] and [my].[schema.t] get the same id and the
+  same object names; without this check setup of the second would find the first's row
+  and report `unchanged`, and teardown would drop the first's feed. Compared with the
+  database's collation, as SQL Server compares the names themselves. Safe before the
+  registry exists (setup creates it in the same batch; teardown may find none).
+-#}
+{% macro _sqlserver_sql_same_source(c) %}
+  {%- set feeds = c.schema_sql ~ '.[feeds]' -%}
+  {%- set lit = changefeed._sqlserver_literal -%}
+  {%- set sql -%}
+declare @other_source nvarchar(2048);
+if object_id({{ lit(feeds) }}, N'U') is not null
+    select @other_source = quotename(source_schema) + N'.' + quotename(source_table)
+    from {{ feeds }}
+    where feed_id = {{ c.feed_lit }}
+        and (source_schema <> {{ lit(c.spec['source_schema']) }} or source_table <> {{ lit(c.spec['source_table']) }});
+if @other_source is not null
+begin
+    set @other_source = concat(
+        N'changefeed: the feed id ', {{ c.feed_lit }}, N' belongs to the table ', @other_source, N', not to ',
+        {{ c.source_lit }}, N'; two tables whose schema and table names join to the same id cannot both have a feed: rename one of them');
+    throw 51060, @other_source, 1;
+end;
+  {%- endset -%}
+  {{ return(sql) }}
 {% endmacro %}

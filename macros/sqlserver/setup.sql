@@ -109,6 +109,7 @@ if @action = N'unchanged' and object_id({{ c.capture_trigger.lit }}, N'TR') is n
     set @action = N'repaired';
 {%- endif %}
   {%- endset -%}
+  {%- do out.append(changefeed._sqlserver_sql_same_source(c)) -%}
   {%- do out.append(compare) -%}
   {%- set free -%}
 if @action = N'created'

@@ -1,6 +1,6 @@
 {#-
   The feed's tables, sequence, table type and roles (protocol section 9), created once by
-  setup and never touched by upgrade. Each CREATE runs through sp_executesql.
+  setup and never re-created by upgrade. Each CREATE runs through sp_executesql.
 -#}
 {% macro _sqlserver_tables_statements(c) %}
   {%- set n = c.n -%}
@@ -106,6 +106,7 @@ create index {{ n.ix_outbox_txid.sql }} on {{ n.outbox.sql }} (shard_id, txid)
     {%- endset -%}
     {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
   {%- endif -%}
+  {%- do statements.extend(changefeed._sqlserver_lock_escalation_statements(c)) -%}
 
   {#- The page type of read_feed; also usable by callers: declare @page <type>. -#}
   {%- set ddl -%}
@@ -119,6 +120,24 @@ create type {{ n.read_type.sql }} as table (
   {%- for role in [n.writer, n.reader] -%}
     {%- do statements.append('if database_principal_id(' ~ role.lit ~ ') is null\n    '
         ~ changefeed._sqlserver_exec('create role ' ~ role.sql)) -%}
+  {%- endfor -%}
+  {{ return(statements) }}
+{% endmacro %}
+
+
+{#-
+  No lock escalation on the tables every writer and reader touches. A statement that takes
+  ~5000 row locks on one of them (a big write, a bulk update seen by the capture trigger, a
+  large move) would otherwise lock the whole table until its commit: writers of every
+  other shard would wait, and READPAST, which skips locked rows but not a locked table,
+  would make the mover, the barrier and the shard list wait too. Setup runs these for a new
+  feed, upgrade_feed for an existing one (idempotent).
+-#}
+{% macro _sqlserver_lock_escalation_statements(c) %}
+  {%- set statements = [] -%}
+  {%- for kind in ['state', 'feed', 'outbox', 'session'] if kind in c.n -%}
+    {%- do statements.append(changefeed._sqlserver_exec(
+        'alter table ' ~ c.n[kind].sql ~ ' set (lock_escalation = disable)')) -%}
   {%- endfor -%}
   {{ return(statements) }}
 {% endmacro %}

@@ -31,6 +31,7 @@
   {%- endset -%}
   {%- do out.append(changefeed._sqlserver_batch_header(
       c, title, 'declare @rc int, @found int = 0, @member nvarchar(128), @sql nvarchar(max);')) -%}
+  {%- do out.append(changefeed._sqlserver_sql_same_source(c)) -%}
   {#- The capture trigger first: it writes into the outbox. -#}
   {%- set drops = [('trigger', n.capture)] -%}
   {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',

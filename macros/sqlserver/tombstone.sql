@@ -25,6 +25,7 @@ begin
 
     if @@trancount > 0
         throw 51040, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.tombstone.sql ~ ' runs in a transaction of its own; call it outside any transaction') }}, 1;
+    {{ changefeed._sqlserver_sql_refuse_implicit_transactions(51040, n.tombstone, 4) }}
     set @won = 0;
     begin try
         begin transaction;

@@ -13,8 +13,9 @@
 
 {#-
   Re-creates a registered feed's procedures and functions (`create or alter`) and its
-  grants, in one batch and one transaction under the setup lock; tables, data and roles
-  are kept. The mode, key, capture and shard must match the registry. Result: action = upgraded.
+  grants, and disables lock escalation on its hot tables, in one batch and one transaction
+  under the setup lock; tables, data and roles are kept. The mode, key, capture and shard
+  must match the registry. Result: action = upgraded.
 -#}
 {% macro _sqlserver_upgrade_batch(spec) %}
   {%- set c = changefeed._sqlserver_feed_context(spec) -%}
@@ -23,7 +24,7 @@
   {%- set out = [] -%}
   {%- set title -%}
 -- changefeed upgrade of feed {{ tojson(c.feed_id) }} ({{ c.mode }} mode) in schema {{ tojson(spec['schema']) }}, protocol {{ c.version }}.
--- Re-creates procedures and functions only. One batch, one transaction.
+-- Re-creates procedures and functions; tables and data are kept. One batch, one transaction.
   {%- endset -%}
   {%- set start = changefeed._sqlserver_batch_header(
       c, title, 'declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int, @options nvarchar(max);') -%}
@@ -61,11 +62,15 @@ begin
     throw 51059, @msg, 1;
 end;
   {%- endset -%}
-  {%- do out.append(start ~ '\n' ~ checks) -%}
+  {%- do out.append(start ~ '\n' ~ changefeed._sqlserver_sql_same_source(c) ~ '\n' ~ checks) -%}
   {%- set crossing = changefeed._sqlserver_upgrade_pending_writes(c, '@version') -%}
   {%- if crossing -%}
     {%- do out.append(crossing) -%}
   {%- endif -%}
+  {#- Feeds set up before lock escalation was disabled get it now. -#}
+  {%- for statement in changefeed._sqlserver_lock_escalation_statements(c) -%}
+    {%- do out.append(statement) -%}
+  {%- endfor -%}
   {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_routine_statements(c)
                        + changefeed._sqlserver_grants_statements(c) -%}
     {%- do out.append(statement) -%}

@@ -55,6 +55,7 @@ begin
 
     if @@trancount > 0
         throw 51001, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.lock.sql ~ ' must be called outside any transaction (autocommit), before the transaction that writes the feed') }}, 1;
+    {{ changefeed._sqlserver_sql_refuse_implicit_transactions(51001, n.lock, 4) }}
     if @shard_id is null
         throw 51002, N'changefeed: @shard_id must not be NULL', 1;
     set @stall_timeout_ms = isnull(@stall_timeout_ms, {{ c.stall_timeout_ms }});
@@ -172,7 +173,7 @@ begin
         -- readers keep below it through the pending session (section 6).
         {{ changefeed._sqlserver_sql_block(c, 8) }}
         update {{ n.state.sql }}
-        set time = @b_time, ulid_high = @b_high, ulid_low = @b_start + {{ c.block }}
+        set time = @b_time, ulid_high = @b_high, ulid_low = @b_start + convert(bigint, {{ c.block }})
         where shard_id = @shard_id;
         set @seq_start = next value for {{ n.sequence.sql }};
         set @write_id = newid();
@@ -350,6 +351,7 @@ begin
 
     if @@trancount > 0
         throw 51015, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.release.sql ~ ' must be called after the rollback, outside any transaction') }}, 1;
+    {{ changefeed._sqlserver_sql_refuse_implicit_transactions(51015, n.release, 4) }}
     if @write_id is not null
         update {{ n.session.sql }}
         set state = 2, ended_at = sysutcdatetime(), end_reason = N'released'

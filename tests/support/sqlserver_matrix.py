@@ -104,6 +104,9 @@ CASES: dict[str, dict[str, Any]] = {
     "outbox_long_names": spec(
         LONG_128, LONG_128[:-1] + "y", "outbox", INT_KEY, changefeed_schema=LONG_128
     ),
+    # two tables whose schema and table names join to the same feed id, my.schema.t
+    "blocking_dotted_schema": spec("my.schema", "t", "blocking", INT_KEY),
+    "blocking_dotted_table": spec("my", "schema.t", "blocking", INT_KEY),
     # capture: trigger
     "outbox_trigger": spec(
         "shop", "order_lines", "outbox", COMPOSITE_KEY, shard="abs(checksum([sku])) % 4"

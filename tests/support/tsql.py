@@ -133,8 +133,9 @@ def patch_sqlfluff_tsql() -> None:
     escaped name such as ``[a]b]`` still fails to parse (see test_sqlserver_render.py).
 
     It also lacks the ``COMMIT [TRAN | TRANSACTION] [name] WITH (DELAYED_DURABILITY = {ON |
-    OFF})`` form of SQL Server 2014+, which the lock call's commit uses; that one form is
-    added, any other ``WITH`` after ``COMMIT`` still fails to parse.
+    OFF})`` form of SQL Server 2014+, which the lock call's commit uses, and ``ALTER TABLE
+    <name> SET (LOCK_ESCALATION = {AUTO | TABLE | DISABLE})``, which setup runs on the hot
+    tables; those two forms are added, nothing else around them.
     Idempotent; must run before the first tsql Linter is built.
     """
     from importlib import import_module
@@ -193,11 +194,34 @@ def patch_sqlfluff_tsql() -> None:
             transaction.match_grammar,
         )
 
+    alter_table: Any = dialect._library["AlterTableStatementSegment"]
+
+    class AlterTableStatementSegment(BaseSegment):  # type: ignore[misc]
+        type = "alter_table_statement"
+        match_grammar = OneOf(
+            Sequence(
+                "ALTER",
+                "TABLE",
+                Ref("TableReferenceSegment"),
+                "SET",
+                Bracketed(
+                    "LOCK_ESCALATION", Ref("EqualsSegment"), OneOf("AUTO", "TABLE", "DISABLE")
+                ),
+                Ref("DelimiterGrammar", optional=True),
+            ),
+            alter_table.match_grammar,
+        )
+
+    dialect.sets("unreserved_keywords").add("LOCK_ESCALATION")
     # load_raw_dialect re-registers the module's segment classes on every call, so the
-    # module must hold the replacement too.
+    # module must hold the replacements too.
     module: Any = import_module(transaction.__module__)
     module.TransactionStatementSegment = TransactionStatementSegment
-    dialect.replace(TransactionStatementSegment=TransactionStatementSegment)
+    module.AlterTableStatementSegment = AlterTableStatementSegment
+    dialect.replace(
+        TransactionStatementSegment=TransactionStatementSegment,
+        AlterTableStatementSegment=AlterTableStatementSegment,
+    )
     dialect._changefeed_patched = True  # type: ignore[attr-defined]
 
 

@@ -2,9 +2,14 @@
 -- reviewed by hand. Regenerate (docs/testing.md):
 -- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py
 -- changefeed upgrade of feed "shop.orders" (blocking mode) in schema "changefeed", protocol 2.
--- Re-creates procedures and functions only. One batch, one transaction.
+-- Re-creates procedures and functions; tables and data are kept. One batch, one transaction.
 set nocount on;
 set xact_abort on;
+-- What the objects created below keep (QUOTED_IDENTIFIER and ANSI_NULLS for procedures
+-- and triggers, ANSI_PADDING for columns) and what computed columns need, whatever the
+-- client's defaults (DB-Library and sqlcmd without -I have QUOTED_IDENTIFIER off).
+set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null, quoted_identifier on;
+set numeric_roundabort off;
 declare @rc int, @msg nvarchar(2048), @mode varchar(10), @keys nvarchar(max), @version int, @options nvarchar(max);
 begin transaction;
 exec @rc = sp_getapplock
@@ -12,6 +17,19 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+declare @other_source nvarchar(2048);
+if object_id(N'[changefeed].[feeds]', N'U') is not null
+    select @other_source = quotename(source_schema) + N'.' + quotename(source_table)
+    from [changefeed].[feeds]
+    where feed_id = N'shop.orders'
+        and (source_schema <> N'shop' or source_table <> N'orders');
+if @other_source is not null
+begin
+    set @other_source = concat(
+        N'changefeed: the feed id ', N'shop.orders', N' belongs to the table ', @other_source, N', not to ',
+        N'[shop].[orders]', N'; two tables whose schema and table names join to the same id cannot both have a feed: rename one of them');
+    throw 51060, @other_source, 1;
+end;
 if object_id(N'[changefeed].[feeds]', N'U') is null
     throw 51056, N'changefeed: feed shop.orders is not set up (no registry [changefeed].[feeds]); run changefeed.setup_feed first', 1;
 select @mode = mode, @keys = key_signature, @version = protocol_version, @options = options
@@ -50,6 +68,12 @@ if @version < 2
     set state = 2, ended_at = sysutcdatetime(), end_reason = N'upgraded'
     from [changefeed].[session:shop.orders] as w with (readcommittedlock, readpast)
     where w.state = 0;
+
+exec sp_executesql N'alter table [changefeed].[state:shop.orders] set (lock_escalation = disable)';
+
+exec sp_executesql N'alter table [changefeed].[feed:shop.orders] set (lock_escalation = disable)';
+
+exec sp_executesql N'alter table [changefeed].[session:shop.orders] set (lock_escalation = disable)';
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[release:shop.orders]
 

@@ -5,6 +5,11 @@
 -- One batch, one transaction.
 set nocount on;
 set xact_abort on;
+-- What the objects created below keep (QUOTED_IDENTIFIER and ANSI_NULLS for procedures
+-- and triggers, ANSI_PADDING for columns) and what computed columns need, whatever the
+-- client's defaults (DB-Library and sqlcmd without -I have QUOTED_IDENTIFIER off).
+set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null, quoted_identifier on;
+set numeric_roundabort off;
 declare @rc int, @found int = 0, @member nvarchar(128), @sql nvarchar(max);
 begin transaction;
 exec @rc = sp_getapplock
@@ -12,6 +17,20 @@ exec @rc = sp_getapplock
     @LockTimeout = 60000, @DbPrincipal = N'public';
 if @rc < 0
     throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+declare @other_source nvarchar(2048);
+if object_id(N'[changefeed].[feeds]', N'U') is not null
+    select @other_source = quotename(source_schema) + N'.' + quotename(source_table)
+    from [changefeed].[feeds]
+    where feed_id = N'shop.order_lines'
+        and (source_schema <> N'shop' or source_table <> N'order_lines');
+if @other_source is not null
+begin
+    set @other_source = concat(
+        N'changefeed: the feed id ', N'shop.order_lines', N' belongs to the table ', @other_source, N', not to ',
+        N'[shop].[order_lines]', N'; two tables whose schema and table names join to the same id cannot both have a feed: rename one of them');
+    throw 51060, @other_source, 1;
+end;
 
 if object_id(N'[shop].[capture:changefeed.shop.order_lines]') is not null
 begin
