@@ -1,4 +1,4 @@
--- Golden: the teardown SQL of render case 'blocking_int' (tests/sqlserver_matrix.py),
+-- Golden: the teardown SQL of render case 'blocking_int' (tests/support/sqlserver_matrix.py),
 -- reviewed by hand. Regenerate (docs/testing.md):
 -- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py
 -- changefeed teardown of feed "shop.orders" in schema "changefeed": drops its objects and history.

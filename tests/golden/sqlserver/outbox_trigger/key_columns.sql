@@ -1,4 +1,4 @@
--- Golden: the key_columns SQL of render case 'outbox_trigger' (tests/sqlserver_matrix.py),
+-- Golden: the key_columns SQL of render case 'outbox_trigger' (tests/support/sqlserver_matrix.py),
 -- reviewed by hand. Regenerate (docs/testing.md):
 -- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py
 select

@@ -1,4 +1,4 @@
--- Golden: the setup SQL of render case 'outbox_trigger' (tests/sqlserver_matrix.py),
+-- Golden: the setup SQL of render case 'outbox_trigger' (tests/support/sqlserver_matrix.py),
 -- reviewed by hand. Regenerate (docs/testing.md):
 -- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py
 -- changefeed setup of feed "shop.order_lines" (outbox mode) in schema "changefeed", protocol 2.
