@@ -92,9 +92,11 @@ def connect(
     uri: str,
     *,
     application_name: str = "changefeed",
+    password: str | None = None,
     connect: Callable[..., Any] | None = None,
 ) -> Any:
-    """An autocommit pymssql connection (``connect`` replaces ``pymssql.connect``).
+    """An autocommit pymssql connection (``connect`` replaces ``pymssql.connect``;
+    ``password``, if given, replaces the URI's).
 
     Raises :class:`~changefeed.client.CannotConnect` naming the server (password
     redacted) and the cause.
@@ -108,12 +110,29 @@ def connect(
             ) from None
         connect = pymssql.connect
     arguments = connect_arguments(uri, application_name)
+    if password:
+        arguments["password"] = password
     try:
         return connect(**arguments)
     except Exception as exc:
         raise CannotConnect(
-            f"cannot connect to SQL Server at {redact(uri)}: {error_text(exc)}"
+            f"cannot connect to SQL Server at {redact(uri)}: {connect_reason(exc)}"
         ) from None
+
+
+def connect_reason(exc: BaseException) -> str:
+    """FreeTDS's reason a login failed, on one line (its "DB-Lib error message" headers
+    and repeated lines dropped).
+
+    >>> connect_reason(Exception(20009, b"DB-Lib error message 20009, severity 9:\\n"
+    ...     b"Unable to connect: TDS server is unavailable\\nNet-Lib error during Connection "
+    ...     b"refused (111)\\nDB-Lib error message 20009, severity 9:\\nUnable to connect: "
+    ...     b"TDS server is unavailable\\n"))
+    'Unable to connect: TDS server is unavailable; Net-Lib error during Connection refused (111)'
+    """
+    lines = _first_line_source(exc).splitlines()
+    kept = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("DB-Lib error message")]
+    return "; ".join(dict.fromkeys(kept)) or type(exc).__name__
 
 
 def execute(conn: Any, sql: str, params: Row | None = None) -> tuple[list[str], list[Row]]:
@@ -227,6 +246,30 @@ def has_events(conn: Any, info: FeedInfo, shard: int, after: bytes, upto: bytes)
         (shard, after, upto),
     )
     return bool(rows)
+
+
+def unread(
+    conn: Any, info: FeedInfo, shard: int, after: bytes, upto: bytes
+) -> tuple[int, bytes | None]:
+    """How many events of ``shard`` lie in ``(after, upto]``, and the first one's ULID."""
+    window = "where shard_id = %s and ulid > %s and ulid <= %s"
+    feed = _object(info, "feed")
+    _, rows = execute(
+        conn,
+        f"select (select count_big(*) from {feed} {window}), "
+        f"(select top (1) ulid from {feed} {window} order by ulid)",
+        (shard, after, upto, shard, after, upto),
+    )
+    count, first = rows[0]
+    return int(count), None if first is None else bytes(first)
+
+
+def outbox_rows(conn: Any, info: FeedInfo, shard: int) -> int:
+    """Rows of ``shard`` waiting in the outbox (needs ``select`` on it: not the reader's)."""
+    _, rows = execute(
+        conn, f"select count_big(*) from {_object(info, 'outbox')} where shard_id = %s", (shard,)
+    )
+    return int(rows[0][0])
 
 
 def read_feed(conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
@@ -399,11 +442,15 @@ def translate(exc: BaseException) -> BaseException:
     return cls(f"{message} (SQL Server error {number})", cause=exc)
 
 
+def _first_line_source(exc: BaseException) -> str:
+    args = _error_args(exc)[1:] if error_number(exc) is not None else exc.args
+    return " ".join(a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a) for a in args)
+
+
 def _first_line(exc: BaseException) -> str:
     # pymssql appends FreeTDS's "DB-Lib error message ..." lines to the server's message.
-    args = _error_args(exc)[1:] if error_number(exc) is not None else exc.args
-    text = " ".join(a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a) for a in args)
-    return text.strip().splitlines()[0].strip() if text.strip() else type(exc).__name__
+    text = _first_line_source(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
 @contextlib.contextmanager
