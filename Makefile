@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Re-install whenever pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo demo-status test lint typecheck bench java venv clean
+.PHONY: demo demo-status test test-sqlserver lint typecheck bench java venv clean
 
 java:
 	@scripts/check_java.sh
@@ -36,6 +36,13 @@ test: java venv
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The live SQL Server suite against the server CHANGEFEED_SQLSERVER_DSN names
+# (mssql://user:password@host:1433/master; docs/sqlserver.md, "Running the live suite").
+# Without the variable it would only skip, so this target refuses to run without it.
+test-sqlserver: venv
+	@test -n "$$CHANGEFEED_SQLSERVER_DSN" || { echo "set CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/master (docs/sqlserver.md)"; exit 1; }
+	$(BIN)/python -m pytest tests/sqlserver_live tests/test_sqlserver_client.py -v
 
 # Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
 bench: java venv

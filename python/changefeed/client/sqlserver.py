@@ -602,40 +602,63 @@ class SqlServerFeed(FeedClient):
         transaction again). Do not call ``conn.commit()`` in the body.
         """
         info = self._require(conn, "blocking", "write")
-        shard = _shard_argument(shard)
-        if getattr(conn, "autocommit_state", True) is False:
-            raise LockInTransaction(
-                f"feed {self.feed_id}: write() needs a connection in autocommit mode, because "
-                "the lock call commits work of its own before your transaction; connect with "
-                "pymssql.connect(..., autocommit=True) or changefeed.client.sqlserver.connect, "
-                "or call conn.autocommit(True) after committing"
-            )
+        handle = self.lock(
+            conn, shard, time_hint, stall_timeout_ms=stall_timeout_ms, lock_probe_ms=lock_probe_ms
+        )
         try:
-            _, rows = call(
-                conn, lock_sql(info), (shard, time_hint, stall_timeout_ms, lock_probe_ms)
-            )
-            write_id, ulid_high, block_start, session_id = rows[0]
-            handle = SqlServerWrite(
-                conn=conn,
-                info=info,
-                shard_id=shard,
-                write_id=uuid.UUID(str(write_id)),
-                session_id=int(session_id),
-                ulid_high=bytes(ulid_high),
-                block_start=int(block_start),
-                ulid_sql=self.ulid_sql(conn),
-                feed_table=_object(info, "feed"),
-            )
             yield handle
-            call(conn, f"exec {_object(info, 'update_state')};\ncommit;")
+            call(conn, publish_sql(info))
         except BaseException as exc:
-            # Also after a failed lock call: it may have committed the write before failing,
-            # and an unreleased write makes every later lock on this connection fail 51006.
             self._abort(conn, info)
             translated = translate(exc)
             if translated is exc:
                 raise
             raise translated from exc
+
+    def lock(
+        self,
+        conn: Any,
+        shard: int,
+        time_hint: datetime | None = None,
+        *,
+        stall_timeout_ms: int | None = None,
+        lock_probe_ms: int | None = None,
+        begin: bool = True,
+    ) -> SqlServerWrite:
+        """Take the shard's lock and open a write (step 1), and with ``begin`` the
+        transaction too, in one batch. ``write`` does this; call it only when driving the
+        procedures by hand, then finish with ``exec update_state; commit;``
+        (:func:`publish_sql`) or :meth:`release`. On an error the write is released.
+        """
+        info = self._require(conn, "blocking", "lock")
+        shard = _shard_argument(shard)
+        if getattr(conn, "autocommit_state", True) is False:
+            raise LockInTransaction(
+                f"feed {self.feed_id}: the lock call needs a connection in autocommit mode, "
+                "because it commits work of its own before your transaction; connect with "
+                "pymssql.connect(..., autocommit=True) or changefeed.client.sqlserver.connect, "
+                "or call conn.autocommit(True) after committing"
+            )
+        params = (shard, time_hint, stall_timeout_ms, lock_probe_ms)
+        try:
+            _, rows = call(conn, lock_sql(info, begin=begin), params)
+        except BaseException:
+            # The lock call may have committed the write before failing, and an unreleased
+            # write makes every later lock on this connection fail with 51006.
+            self._abort(conn, info)
+            raise
+        write_id, ulid_high, block_start, session_id = rows[0]
+        return SqlServerWrite(
+            conn=conn,
+            info=info,
+            shard_id=shard,
+            write_id=uuid.UUID(str(write_id)),
+            session_id=int(session_id),
+            ulid_high=bytes(ulid_high),
+            block_start=int(block_start),
+            ulid_sql=self.ulid_sql(conn),
+            feed_table=_object(info, "feed"),
+        )
 
     def release(self, conn: Any) -> None:
         """Roll back this connection's transaction, abandon its write and release the lock.
@@ -772,11 +795,10 @@ class SqlServerFeed(FeedClient):
         return bool(rows[0][0])
 
 
-def lock_sql(info: FeedInfo) -> str:
-    """The lock call and ``begin transaction`` in one batch; returns the block and ``@@spid``.
-
-    Parameters: shard, time hint, stall timeout, lock probe (``None`` for the defaults).
-    """
+def lock_sql(info: FeedInfo, begin: bool = True) -> str:
+    """The lock call (and ``begin transaction``) in one batch; returns the block and
+    ``@@spid``. Parameters: shard, time hint, stall timeout, lock probe (``None`` for the
+    defaults)."""
     return (
         "set nocount on;\n"
         "set implicit_transactions off;\n"
@@ -784,9 +806,14 @@ def lock_sql(info: FeedInfo) -> str:
         f"exec {_object(info, 'lock')} @shard_id = %s, @time_hint = %s, "
         "@stall_timeout_ms = %s, @lock_probe_ms = %s, "
         "@write_id = @w output, @ulid_high = @h output, @ulid_low = @l output;\n"
-        "begin transaction;\n"
-        "select @w as write_id, @h as ulid_high, @l as ulid_low, @@spid as session_id;"
+        + ("begin transaction;\n" if begin else "")
+        + "select @w as write_id, @h as ulid_high, @l as ulid_low, @@spid as session_id;"
     )
+
+
+def publish_sql(info: FeedInfo) -> str:
+    """``update_state`` and ``commit``: one batch, one round trip (protocol 4.4)."""
+    return f"exec {_object(info, 'update_state')};\ncommit;"
 
 
 def release_sql(info: FeedInfo) -> str:
