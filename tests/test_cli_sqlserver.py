@@ -8,13 +8,16 @@ unreachable-server case, a real pymssql login, is in tests/test_cli.py.
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import pymssql
 import pytest
+from tests.doc_blocks import sample
 from tests.sqlserver_fake import FakeServer
 
-from changefeed.cli import main
+from changefeed.cli import build_parser, main
+from changefeed.cli.land import source_options
 
 URI = "mssql://reader:pw@sql.example:1433/shop"
 NAMES = {k: f"{k}:shop.items" for k in (
@@ -99,3 +102,26 @@ def test_a_missing_registry_and_an_unknown_feed(server: FakeServer, capsys: Any)
     code, _out, err = cli(capsys, "status", "--connection", URI)
     assert code == 1
     assert "no feed is set up in this database" in err and "pw" not in err
+
+
+def test_the_operations_sample(
+    server: FakeServer, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md's SQL Server commands, as written: the environment it exports,
+    status and barrier against the fake, and land's options (Spark not started)."""
+    server.on(r"barrier_acquire", (["position", "outbox_sequence"], [(u(5), 7)]))
+    server.on(r"barrier_check", (["released"], [(1,)]))
+    lines = sample("operations-sqlserver").strip().splitlines()
+    exported = shlex.split(lines[0])
+    assert exported[0] == "export"
+    for assignment in exported[1:]:
+        name, _, value = assignment.partition("=")
+        monkeypatch.setenv(name, value)
+    for line in lines[1:3]:
+        code, _out, err = cli(capsys, *shlex.split(line)[1:])
+        assert code == 0, (line, err)
+    assert server.connects[0]["server"] == "sql.example"
+    assert server.connects[0]["password"] == "s3cret"
+    land = build_parser().parse_args(shlex.split(lines[3])[1:])
+    assert source_options(land) == {"connection": "mssql://etl_reader@sql.example:1433/shop",
+                                    "feed": "shop.items", "password": "s3cret"}  # fmt: skip

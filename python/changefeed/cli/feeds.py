@@ -99,8 +99,9 @@ class Database:
         rows = self.conn.execute(f"select distinct shard_id from ({sql}) as s order by 1")
         return [int(r[0]) for r in rows.fetchall()]
 
-    def outbox_rows(self, client: Any, shard: int) -> int:
-        """Rows of ``shard`` waiting in the outbox (outbox mode)."""
+    def outbox_rows(self, client: Any, shard: int) -> int | None:
+        """Rows of ``shard`` waiting in the outbox (outbox mode); ``None`` where the user
+        may not read the outbox (SQL Server's reader role)."""
         info = client.info(self.conn)
         if self.dialect == "sqlserver":
             from changefeed.client import sqlserver as mssql

@@ -53,8 +53,9 @@ PAYLOAD_CHUNK = 500
 _PASSTHROUGH = {"tds_version": str, "login_timeout": int, "timeout": int, "charset": str,
                 "appname": str, "encryption": str}  # fmt: skip
 
-#: SQL Server's error number for "Invalid object name".
+#: SQL Server's error numbers for "Invalid object name" and "permission was denied".
 _INVALID_OBJECT = 208
+_PERMISSION_DENIED = 229
 
 
 def connect_arguments(uri: str, application_name: str = "changefeed") -> dict[str, Any]:
@@ -264,11 +265,19 @@ def unread(
     return int(count), None if first is None else bytes(first)
 
 
-def outbox_rows(conn: Any, info: FeedInfo, shard: int) -> int:
-    """Rows of ``shard`` waiting in the outbox (needs ``select`` on it: not the reader's)."""
-    _, rows = execute(
-        conn, f"select count_big(*) from {_object(info, 'outbox')} where shard_id = %s", (shard,)
-    )
+def outbox_rows(conn: Any, info: FeedInfo, shard: int) -> int | None:
+    """Rows of ``shard`` waiting in the outbox; ``None`` when this user may not read the
+    outbox (the reader role may not: error 229)."""
+    try:
+        _, rows = execute(
+            conn,
+            f"select count_big(*) from {_object(info, 'outbox')} where shard_id = %s",
+            (shard,),
+        )
+    except Exception as exc:
+        if error_number(exc) == _PERMISSION_DENIED:
+            return None
+        raise
     return int(rows[0][0])
 
 
