@@ -176,11 +176,13 @@ def test_outbox_insert_and_modes() -> None:
     client, server, conn = feed("outbox")
     server.on(r"^insert into", ([], []))
     assert client.insert_outbox(conn, 2, [(7,)], time_hint=datetime(2030, 1, 1)) == 1
-    assert client.insert_outbox(conn, 2, [(8,)]) == 1
+    assert client.insert_outbox(conn, 2, [(8,), (9,)]) == 2
+    assert client.insert_outbox(conn, 2, []) == 0
     assert server.statements == [
         "insert into [changefeed].[outbox:shop.orders] (shard_id, time_hint, [order_id]) "
         "values (2, '2030-01-01 00:00:00.000', 7)",
-        "insert into [changefeed].[outbox:shop.orders] (shard_id, [order_id]) values (2, 8)",
+        "insert into [changefeed].[outbox:shop.orders] (shard_id, [order_id]) "
+        "values (2, 8), (2, 9)",
     ]
     with pytest.raises(WrongMode, match="write is for blocking mode"), client.write(conn, 0):
         pass

@@ -716,8 +716,12 @@ class SqlServerFeed(FeedClient):
         shard = _shard_argument(shard)
         prefix: tuple[Any, ...] = (shard, time_hint) if time_hint is not None else (shard,)
         rows = [(*prefix, *key) for key in keys]
-        for row in rows:
-            call(conn, query, row)
+        head, _, row = query.rpartition(" values ")
+        # Multi-row VALUES lists of EVENT_CHUNK rows: one round trip per chunk.
+        for start in range(0, len(rows), EVENT_CHUNK):
+            chunk = rows[start : start + EVENT_CHUNK]
+            sql = f"{head} values {', '.join([row] * len(chunk))}"
+            call(conn, sql, tuple(v for r in chunk for v in r))
         return len(rows)
 
     def move_outbox(self, conn: Any, shard: int, max_rows: int = 10000) -> int:
