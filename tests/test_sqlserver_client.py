@@ -220,6 +220,8 @@ def test_safe_point_tombstone_shards_and_registry() -> None:
     point = client.safe_point(conn, 0)
     assert (point.safe_point, point.head, point.pending) == (u(7), u(9), 1)
     assert client.tombstone(conn, 0, 57, WRITE_ID)
+    with pytest.raises(InvalidArgument, match="write_id must be a uuid"):
+        client.tombstone(conn, 0, 57, 12)
     assert client.shards(conn) == [0, 4]
     assert registered_feeds(conn) == {"shop.orders": "blocking"}
     assert server.statements == [

@@ -504,6 +504,16 @@ def _shard_argument(value: Any) -> int:
     return int(value)
 
 
+def _write_id_argument(value: Any) -> str:
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InvalidArgument(
+            f"write_id must be a uuid.UUID or its text, as safe_point's oldest pending write "
+            f"or SqlServerWrite.write_id report it, got {value!r}"
+        ) from None
+
+
 @dataclass
 class SqlServerWrite:
     """The write in progress of :meth:`SqlServerFeed.write` (blocking mode).
@@ -779,7 +789,7 @@ class SqlServerFeed(FeedClient):
         _, rows = call(
             conn,
             f"exec {_object(info, 'tombstone')} @shard_id = %s, @session_id = %s, @write_id = %s",
-            (_shard_argument(shard), int(session_id), str(uuid.UUID(str(write_id)))),
+            (_shard_argument(shard), int(session_id), _write_id_argument(write_id)),
         )
         return bool(rows[0][0])
 
