@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # pytest-xdist workers for `make test` and `make test-fast` (WORKERS=0: one process).
 WORKERS ?= 2
 
-.PHONY: demo demo-status test test-fast lint typecheck bench java venv clean
+.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv clean
 
 java:
 	@scripts/check_java.sh
@@ -45,6 +45,13 @@ test-fast: java venv
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"
+
+# The live SQL Server suite against the server CHANGEFEED_SQLSERVER_DSN names
+# (mssql://user:password@host:1433/master; docs/sqlserver.md, "Running the live suite").
+# Without the variable it would only skip, so this target refuses to run without it.
+test-sqlserver: venv
+	@test -n "$$CHANGEFEED_SQLSERVER_DSN" || { echo "set CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/master (docs/sqlserver.md)"; exit 1; }
+	$(BIN)/python -m pytest tests/sqlserver_live tests/test_sqlserver_client.py -v
 
 # Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
 bench: java venv

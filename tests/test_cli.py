@@ -148,7 +148,16 @@ def test_barrier_timeout_names_the_cause(shop_uri: str, capsys: Any) -> None:
           "Check that the server is running"]),
         (["barrier", "--connection", "postgresql://app:secret@127.0.0.1:1/shop", "--feed", "a.b"],
          ["cannot connect to PostgreSQL at postgresql://app:***@127.0.0.1:1/shop"]),
-        (["status", "--connection", "mssql://sa@db/shop"], ["PostgreSQL feeds only"]),
+        # A real pymssql login to a port nothing listens on: refused at once.
+        (["status", "--connection", "mssql://sa:secret@127.0.0.1:1/shop"],
+         ["cannot connect to SQL Server at mssql://sa:***@127.0.0.1:1/shop",
+          "Connection refused", "Check that the server is running"]),
+        (["barrier", "--connection", "sqlserver://sa@127.0.0.1:1/shop", "--feed", "a.b",
+          "--password", "secret"],
+         ["cannot connect to SQL Server at sqlserver://sa@127.0.0.1:1/shop"]),
+        (["status", "--connection", "mysql://app:secret@db/shop"],
+         ["unsupported scheme mysql://", "accepted: postgresql://, postgres://, mssql://, "
+          "sqlserver://"]),
         (["status"], ["no database given", "--connection", "CHANGEFEED_CONNECTION"]),
     ],
 )  # fmt: skip

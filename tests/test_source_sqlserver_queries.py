@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from pymssql import _mssql
+from tests.support.sqlserver_fake import Answer, FakeServer
 
 from changefeed.client import CannotConnect
 from changefeed.client.sqlserver import PAYLOAD_CHUNK, connect_arguments
@@ -29,6 +29,7 @@ from changefeed.spark.source import (
     parse_options,
     read_range,
 )
+from changefeed.spark.source._backend import MAX_MOVES, MOVE_ROWS
 from changefeed.spark.source._sqlserver import SqlServerBackend
 
 FEED = "dbo.orders"
@@ -43,66 +44,6 @@ URI = "mssql://reader:pw@db.example:1433/shop"
 def u(n: int) -> bytes:
     """A ULID whose last byte is ``n`` (ordered like n)."""
     return bytes(15) + bytes([n])
-
-
-Answer = tuple[list[str], list[tuple[Any, ...]]]
-
-
-class FakeServer:
-    """Answers statements by regular expression; records each as pymssql renders it."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-        self.connects: list[dict[str, Any]] = []
-        self.rules: list[tuple[re.Pattern[str], Callable[[str], Answer]]] = []
-        self.closed = 0
-
-    def on(self, pattern: str, answer: Answer | Callable[[str], Answer] | Exception) -> None:
-        def respond(sql: str) -> Answer:
-            if isinstance(answer, Exception):
-                raise answer
-            return answer(sql) if callable(answer) else answer
-
-        self.rules.insert(0, (re.compile(pattern, re.S), respond))
-
-    def connect(self, **kwargs: Any) -> FakeConnection:
-        self.connects.append(kwargs)
-        return FakeConnection(self)
-
-
-class FakeConnection:
-    def __init__(self, server: FakeServer) -> None:
-        self.server = server
-
-    def cursor(self) -> FakeCursor:
-        return FakeCursor(self.server)
-
-    def close(self) -> None:
-        self.server.closed += 1
-
-
-class FakeCursor:
-    def __init__(self, server: FakeServer) -> None:
-        self.server = server
-        self.description: list[tuple[str, ...]] | None = None
-        self._rows: list[tuple[Any, ...]] = []
-
-    def execute(self, sql: str, params: tuple[Any, ...] | None = None) -> None:
-        rendered = sql if params is None else _mssql.substitute_params(sql, params).decode()
-        self.server.statements.append(rendered)
-        for pattern, respond in self.server.rules:
-            if pattern.search(rendered):
-                names, rows = respond(rendered)
-                self.description = [(n,) for n in names] if names else None
-                self._rows = rows
-                return
-        raise AssertionError(f"unexpected statement: {rendered}")
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows
-
-    def close(self) -> None:
-        pass
 
 
 def registry(server: FakeServer, mode: str = "blocking") -> None:
@@ -221,29 +162,67 @@ def test_unreachable_server_is_named_without_the_password() -> None:
     assert "pw" not in str(info.value).replace("mssql://reader:***", "")
 
 
-def test_safe_points_shards_and_outbox_moves() -> None:
+def test_safe_points_and_shards() -> None:
     server = FakeServer()
     registry(server, mode="outbox")
     safe_points(server, {0: u(9), 3: u(20)})
     shards(server, [0, 3, 5])
-    feed_pages(server, {})
     b = backend(server)
     info = b.describe(FEED, payload=False)
     server.statements.clear()
 
     assert b.shards(info) == [0, 3, 5]
     assert b.safe_points(info, [0, 5]) == {0: u(9), 5: bytes(16)}
-    b.move_outbox(info, [0, 5])
     assert server.statements == [
         "exec [changefeed].[shards:dbo.orders]",
         "exec [changefeed].[safe_point:dbo.orders]",
-        # Outbox mode: read_feed at the head moves the outbox (page dropped).
-        "exec [changefeed].[safe_point:dbo.orders]",
-        "exec [changefeed].[read_feed:dbo.orders] @shard_id = 0, "
-        f"@cursor = 0x{u(9).hex()}, @page_size = 1",
-        "exec [changefeed].[read_feed:dbo.orders] @shard_id = 5, "
-        f"@cursor = 0x{bytes(16).hex()}, @page_size = 1",
     ]
+
+
+def test_outbox_moves_loop_until_caught_up() -> None:
+    """Review item #5: one plan publishes every committed source transaction of a shard,
+    not one. read_feed moves whole transactions up to a page's worth; here shard 0 has
+    three pages' worth published by successive calls (the fake's read_feed returns the
+    events after the cursor, as the moved ones appear), shard 5 nothing."""
+    server = FakeServer()
+    registry(server, mode="outbox")
+    safe_points(server, {0: u(9)})
+    moved = [(n.to_bytes(16, "big"), n) for n in range(10, 10 + 2 * MOVE_ROWS + 3)]
+    feed_pages(server, {0: moved})
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    server.statements.clear()
+
+    b.move_outbox(info, [0, 5])
+
+    def read_feed(shard: int, cursor: bytes) -> str:
+        return (
+            f"exec [changefeed].[read_feed:dbo.orders] @shard_id = {shard}, "
+            f"@cursor = 0x{cursor.hex()}, @page_size = {MOVE_ROWS}"
+        )
+
+    assert server.statements == [
+        "exec [changefeed].[safe_point:dbo.orders]",
+        # From the safe point, then from each page's last event until a page is empty.
+        read_feed(0, u(9)),
+        read_feed(0, moved[MOVE_ROWS - 1][0]),
+        read_feed(0, moved[2 * MOVE_ROWS - 1][0]),
+        read_feed(0, moved[-1][0]),
+        read_feed(5, bytes(16)),
+    ]
+
+
+def test_outbox_moves_stop_after_max_moves() -> None:
+    """A shard whose writers outpace the mover does not hold the plan forever."""
+    server = FakeServer()
+    registry(server, mode="outbox")
+    safe_points(server, {})
+    server.on(r"read_feed", (["ulid", "order_id"], [(u(1), 1)]))
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    server.statements.clear()
+    b.move_outbox(info, [0])
+    assert sum("read_feed" in s for s in server.statements) == MAX_MOVES
 
 
 def test_pages_up_to_the_planned_end() -> None:

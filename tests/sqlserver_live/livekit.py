@@ -1,6 +1,8 @@
 """Helpers for the live SQL Server suite: the DSN, connections (pymssql, which bundles
-FreeTDS), a fresh test database, T-SQL quoting, and ``LiveFeed``, a thin client that
-speaks the protocol of docs/protocol.md to one feed set up from its rendered batch.
+FreeTDS), a fresh test database, T-SQL quoting, and ``LiveFeed``: one feed of the render
+matrix set up from its rendered batch, its admin inspection, and the test-facing shapes
+(tuples, dicts) of the protocol calls, each made through the client under test,
+``changefeed.client.SqlServerFeed``.
 
 DSN: ``CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/database``
 (user, password and database percent-encoded if needed; the port defaults to 1433;
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.support import sqlserver_matrix as matrix
+
+from changefeed.client import Barrier, FeedInfo, SqlServerFeed, sqlserver
 
 DSN_VARIABLE = "CHANGEFEED_SQLSERVER_DSN"
 BLOCK = 2**36
@@ -250,6 +254,8 @@ class LiveFeed:
         self.schema = q(self.spec["schema"])
         self.key_names = [k["name"] for k in self.spec["keys"]]
         self.keys_sql = ", ".join(q(k) for k in self.key_names)
+        #: The client under test: every protocol call below goes through it.
+        self.client = SqlServerFeed(self.spec["feed_id"], self.spec["schema"])
 
     def obj(self, kind: str) -> str:
         """The quoted two-part name of one of the feed's objects, e.g. obj('lock')."""
@@ -272,7 +278,13 @@ class LiveFeed:
     def create_source(self, conn: Any) -> None:
         run(conn, source_table_sql(self.spec))
 
-    # -- blocking writers -------------------------------------------------------------------
+    # -- the protocol, through changefeed.client.SqlServerFeed ------------------------------
+
+    @property
+    def info(self) -> FeedInfo:
+        """The registry entry as setup writes it (for statements built without a call)."""
+        return FeedInfo(self.spec["feed_id"], self.spec["schema"], self.spec["mode"], (),
+                        self.names, dialect="sqlserver")  # fmt: skip
 
     def lock(
         self,
@@ -283,21 +295,16 @@ class LiveFeed:
         stall_timeout_ms: int | None = None,
         lock_probe_ms: int | None = None,
     ) -> Write:
-        rows = run(
-            conn,
-            "set nocount on;\n"
-            "declare @w uniqueidentifier, @h binary(8), @l bigint;\n"
-            f"exec {self.obj('lock')} @shard_id = {shard}, @time_hint = {lit(time_hint)},\n"
-            f"    @stall_timeout_ms = {lit(stall_timeout_ms)},\n"
-            f"    @lock_probe_ms = {lit(lock_probe_ms)},\n"
-            "    @write_id = @w output, @ulid_high = @h output, @ulid_low = @l output;\n"
-            "select @w, @h, @l, @@spid;",
-        )
-        write_id, high, low_, spid = rows[0]
-        return Write(uuid.UUID(str(write_id)), bytes(high), int(low_), int(spid))
+        """Step 1 alone (the tests then drive the transaction by hand)."""
+        w = self.client.lock(
+            conn, shard, time_hint, stall_timeout_ms=stall_timeout_ms,
+            lock_probe_ms=lock_probe_ms, begin=False,
+        )  # fmt: skip
+        return Write(w.write_id, w.ulid_high, w.block_start, w.session_id)
 
     def insert_events_sql(self, shard: int, rows: Sequence[Sequence[Any]]) -> str:
-        """An INSERT of events into the feed table, numbered from the sequence in order."""
+        """An INSERT of events into the feed table, numbered from the sequence in order,
+        with the values as literals (for batches the tests compose by hand)."""
         values = ",\n    ".join(
             "(" + ", ".join([str(i)] + [lit(v) for v in row]) + ")" for i, row in enumerate(rows)
         )
@@ -312,7 +319,7 @@ class LiveFeed:
 
     def publish_sql(self) -> str:
         """update_state and commit: ONE batch, one round trip (protocol 4.4)."""
-        return f"exec {self.obj('update_state')};\ncommit;"
+        return sqlserver.publish_sql(self.info)
 
     def write(
         self,
@@ -321,21 +328,14 @@ class LiveFeed:
         rows: Sequence[Sequence[Any]],
         time_hint: dt.datetime | None = None,
     ) -> Write:
-        """A whole blocking write: lock, the transaction with its events, publish."""
-        write = self.lock(conn, shard, time_hint)
-        try:
-            run(conn, "begin transaction;\n" + self.insert_events_sql(shard, rows))
-            run(conn, self.publish_sql())
-        except Exception:
-            self.abort(conn)
-            raise
-        return write
+        """A whole blocking write through ``SqlServerFeed.write``."""
+        with self.client.write(conn, shard, time_hint) as w:
+            w.insert_events(rows)
+        return Write(w.write_id, w.ulid_high, w.block_start, w.session_id)
 
     def abort(self, conn: Any) -> None:
         """After an error: roll back, then release (protocol section 4)."""
-        run(conn, f"if @@trancount > 0 rollback;\nexec {self.obj('release')};")
-
-    # -- outbox writers ---------------------------------------------------------------------
+        self.client.release(conn)
 
     def outbox_insert(
         self,
@@ -345,29 +345,20 @@ class LiveFeed:
         time_hint: dt.datetime | None = None,
     ) -> None:
         """One source transaction inserting ``rows`` (key tuples) into the outbox."""
-        hint = lit(time_hint) if time_hint is not None else "sysutcdatetime()"
-        values = ",\n    ".join(
-            "(" + ", ".join([str(shard), hint] + [lit(v) for v in row]) + ")" for row in rows
-        )
-        run(
-            conn,
-            "begin transaction;\n"
-            f"insert into {self.obj('outbox')} (shard_id, time_hint, {self.keys_sql}) values\n"
-            f"    {values};\ncommit;",
-        )
-
-    # -- readers ----------------------------------------------------------------------------
+        run(conn, "begin transaction;")
+        try:
+            self.client.insert_outbox(conn, shard, rows, time_hint)
+            run(conn, "commit;")
+        except BaseException:
+            run(conn, "if @@trancount > 0 rollback;")
+            raise
 
     def read_feed(
         self, conn: Any, shard: int, cursor: bytes = bytes(16), page_size: int = 1000
     ) -> list[tuple[Any, ...]]:
         """One page: [(ulid, *keys)], in ULID order."""
-        rows = run(
-            conn,
-            f"exec {self.obj('read_feed')} @shard_id = {shard}, @cursor = {lit(cursor)}, "
-            f"@page_size = {page_size};",
-        )
-        return [(bytes(r[0]), *r[1:]) for r in rows]
+        page = self.client.read_page(conn, shard, cursor, page_size)
+        return [(e.ulid, *e.key) for e in page.events]
 
     def read_all(
         self, conn: Any, shard: int, cursor: bytes = bytes(16), page_size: int = 1000
@@ -381,40 +372,19 @@ class LiveFeed:
             cursor = page[-1][0]
 
     def safe_point(self, conn: Any, shard: int) -> dict[str, Any]:
-        cursor = conn.cursor(as_dict=True)
-        try:
-            cursor.execute(f"exec {self.obj('safe_point')} @shard_id = {shard};")
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
-        if not rows:
-            return {"shard_id": shard, "safe_point": bytes(16), "head": bytes(16), "pending": 0}
-        row = dict(rows[0])
-        for column in ("safe_point", "head"):
-            row[column] = bytes(row[column])
-        return row
+        point = self.client.safe_point(conn, shard)
+        return {"shard_id": shard, "safe_point": point.safe_point, "head": point.head,
+                "pending": point.pending}  # fmt: skip
 
     def tombstone(self, conn: Any, shard: int, session_id: int, write_id: uuid.UUID) -> bool:
-        won = scalar(
-            conn,
-            f"exec {self.obj('tombstone')} @shard_id = {shard}, @session_id = {session_id}, "
-            f"@write_id = {lit(write_id)};",
-        )
-        return bool(won)
+        return self.client.tombstone(conn, shard, session_id, write_id)
 
     def barrier_acquire(self, conn: Any, shard: int) -> tuple[bytes, int | None]:
-        rows = run(conn, f"exec {self.obj('barrier_acquire')} @shard_id = {shard};")
-        position, sequence = rows[0]
-        return bytes(position), (int(sequence) if sequence is not None else None)
+        barrier = self.client.barrier_acquire(conn, shard)
+        return barrier.position, barrier.outbox_sequence
 
     def barrier_check(self, conn: Any, shard: int, barrier: tuple[bytes, int | None]) -> bool:
-        position, sequence = barrier
-        released = scalar(
-            conn,
-            f"exec {self.obj('barrier_check')} @shard_id = {shard}, @position = {lit(position)}, "
-            f"@outbox_sequence = {lit(sequence)};",
-        )
-        return bool(released)
+        return self.client.barrier_check(conn, Barrier(shard, barrier[0], barrier[1]))
 
     # -- inspection (as the admin) -------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """``changefeed barrier``: wait until a read includes everything committed so far.
 
     changefeed barrier --connection 'postgresql://app@db/shop' --feed shop.orders
-    changefeed barrier --connection ... --feed shop.payments --shard 0 --timeout 10
+    changefeed barrier --connection 'mssql://app@sql:1433/shop' --feed shop.payments --shard 0
     changefeed barrier --connection ... --feed shop.orders --shard 3 \\
         --position 01JD9M3V8Y7Q2W4E6R8T0Y2U4I     # wait for a known ULID instead
 
@@ -24,8 +24,6 @@ from changefeed.cli import EXIT_TIMEOUT, CliError
 from changefeed.cli.feeds import (
     add_connection_arguments,
     connect,
-    feed_client,
-    feed_shards,
     parse_ulid_arg,
     ulid_text,
 )
@@ -69,9 +67,10 @@ def run(args: argparse.Namespace) -> int:
     position = parse_ulid_arg(args.position, "--position") if args.position else None
     started = time.monotonic()
     deadline = started + args.timeout
-    with connect(args) as conn:
-        client = feed_client(conn, args.feed, args.changefeed_schema)
-        shards = sorted(set(args.shard)) or feed_shards(conn, client)
+    with connect(args) as db:
+        conn = db.conn
+        client = db.feed_client(args.feed)
+        shards = sorted(set(args.shard)) or db.shards(client)
         if not shards:
             print(f"{args.feed}: no shards yet (nothing written); nothing to wait for")
             return 0

@@ -1,14 +1,15 @@
 """The database side shared by ``changefeed status`` and ``changefeed barrier``.
 
-Connection arguments and connecting (PostgreSQL, psycopg 3), a feed's client and its
-shards, and ULID arguments. Nothing here imports PySpark.
+Connection arguments and connecting (PostgreSQL with psycopg 3, SQL Server with pymssql,
+chosen by the URI's scheme), a feed's client and its shards, and ULID arguments. Nothing
+here imports PySpark.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -21,8 +22,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--connection",
         default=os.environ.get("CHANGEFEED_CONNECTION"),
-        help="postgresql://user@host:port/database (libpq URI, also "
-        "?host=/socket/dir); default from CHANGEFEED_CONNECTION",
+        help="postgresql://user@host:port/database (libpq URI, also ?host=/socket/dir) or "
+        "mssql://user@host:1433/database (also sqlserver://); default from "
+        "CHANGEFEED_CONNECTION",
     )
     parser.add_argument(
         "--password",
@@ -36,9 +38,111 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: The URI schemes ``--connection`` accepts, by database.
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+SQLSERVER_SCHEMES = ("mssql", "sqlserver")
+
+
+class Database:
+    """A connection of either database, with the few statements the CLI needs beyond the
+    feed clients' API (their text lives in the clients' modules)."""
+
+    def __init__(self, conn: Any, dialect: str, schema: str) -> None:
+        self.conn = conn
+        self.dialect = dialect
+        self.schema = schema
+
+    def registered_feeds(self) -> Mapping[str, str]:
+        """``feed_id -> mode``; :class:`CliError` when there is no registry."""
+        from changefeed.client import ChangefeedError, registered_feeds
+        from changefeed.client import sqlserver as mssql
+
+        missing = CliError(
+            f"no feed is set up in this database (there is no {self.schema}.feeds "
+            "registry): set one up with `dbt run-operation changefeed.setup_feed`, or check "
+            "--changefeed-schema"
+        )
+        try:
+            if self.dialect == "sqlserver":
+                return mssql.registered_feeds(self.conn, self.schema)
+            return registered_feeds(self.conn, self.schema)
+        except ChangefeedError as exc:
+            raise CliError(f"{exc}") from None
+        except Exception as exc:
+            if type(exc).__name__ == "UndefinedTable" or mssql.error_number(exc) == 208:
+                raise missing from None
+            raise
+
+    def feed_client(self, feed: str) -> Any:
+        """The feed's client; an unknown feed raises :class:`CliError` listing the known ones."""
+        from changefeed.client import ChangefeedError, PostgresFeed, SqlServerFeed
+
+        cls = SqlServerFeed if self.dialect == "sqlserver" else PostgresFeed
+        client = cls(feed, self.schema)
+        try:
+            client.info(self.conn)
+        except ChangefeedError as exc:
+            raise CliError(
+                f"unknown feed: {exc}. Check --feed (written schema.table), or set the feed up "
+                "with `dbt run-operation changefeed.setup_feed`"
+            ) from None
+        return client
+
+    def shards(self, client: Any) -> list[int]:
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
+        if self.dialect == "sqlserver":
+            return list(client.shards(self.conn))
+        info = client.info(self.conn)
+        sql = f"select shard_id from {info.q('state')}"
+        if info.mode == "outbox":
+            sql += f" union select shard_id from {info.q('outbox')}"
+        rows = self.conn.execute(f"select distinct shard_id from ({sql}) as s order by 1")
+        return [int(r[0]) for r in rows.fetchall()]
+
+    def outbox_rows(self, client: Any, shard: int) -> int | None:
+        """Rows of ``shard`` waiting in the outbox (outbox mode); ``None`` where the user
+        may not read the outbox (SQL Server's reader role)."""
+        info = client.info(self.conn)
+        if self.dialect == "sqlserver":
+            from changefeed.client import sqlserver as mssql
+
+            return mssql.outbox_rows(self.conn, info, shard)
+        sql = f"select count(*) from {info.q('outbox')} where shard_id = %s"
+        return int(self.conn.execute(sql, (shard,)).fetchone()[0])
+
+    def unread(
+        self, client: Any, shard: int, after: bytes, upto: bytes
+    ) -> tuple[int, bytes | None]:
+        """How many events of ``shard`` lie in ``(after, upto]``, and the first one's ULID."""
+        info = client.info(self.conn)
+        if self.dialect == "sqlserver":
+            from changefeed.client import sqlserver as mssql
+
+            return mssql.unread(self.conn, info, shard, after, upto)
+        window = "where shard_id = %s and ulid > %s and ulid <= %s"
+        row = self.conn.execute(
+            f"select (select count(*) from {info.q('feed')} {window}), "
+            f"(select ulid from {info.q('feed')} {window} order by ulid limit 1)",
+            (shard, after, upto, shard, after, upto),
+        ).fetchone()
+        return int(row[0]), None if row[1] is None else bytes(row[1])
+
+
 @contextmanager
-def connect(args: argparse.Namespace) -> Iterator[Any]:
-    """An autocommit psycopg connection to the database the arguments name."""
+def connect(args: argparse.Namespace) -> Iterator[Database]:
+    """An autocommit connection to the database the arguments name, by URI scheme."""
+    uri = _resolve_uri(args)
+    if uri.split("://", 1)[0].lower() in SQLSERVER_SCHEMES:
+        conn, dialect = _connect_sqlserver(uri, args.password), "sqlserver"
+    else:
+        conn, dialect = _connect_postgres(uri, args.password), "postgres"
+    try:
+        yield Database(conn, dialect, args.changefeed_schema)
+    finally:
+        conn.close()
+
+
+def _connect_postgres(uri: str, password: str | None) -> Any:
     try:
         import psycopg
     except ImportError:
@@ -46,12 +150,11 @@ def connect(args: argparse.Namespace) -> Iterator[Any]:
             "psycopg is not installed; install the PostgreSQL extra: "
             "pip install 'changefeed[postgres]'"
         ) from None
-    uri = _resolve_uri(args)
     extra: dict[str, Any] = {} if "connect_timeout" in uri else {"connect_timeout": 10}
-    if args.password:
-        extra["password"] = args.password
+    if password:
+        extra["password"] = password
     try:
-        conn = psycopg.connect(uri, autocommit=True, application_name="changefeed-cli", **extra)
+        return psycopg.connect(uri, autocommit=True, application_name="changefeed-cli", **extra)
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CliError(
@@ -59,29 +162,40 @@ def connect(args: argparse.Namespace) -> Iterator[Any]:
             "is running and reachable and that --connection (or CHANGEFEED_CONNECTION) names "
             "it"
         ) from None
+
+
+def _connect_sqlserver(uri: str, password: str | None) -> Any:
+    from changefeed.client import ChangefeedError
+    from changefeed.client import sqlserver as mssql
+
     try:
-        yield conn
-    finally:
-        conn.close()
+        return mssql.connect(uri, application_name="changefeed-cli", password=password)
+    except ChangefeedError as exc:
+        raise CliError(
+            f"{exc}. Check that the server is running and reachable and that --connection "
+            "(or CHANGEFEED_CONNECTION) names it"
+        ) from None
 
 
 def _resolve_uri(args: argparse.Namespace) -> str:
+    accepted = ", ".join(f"{s}://" for s in (*POSTGRES_SCHEMES, *SQLSERVER_SCHEMES))
     if not args.connection:
         raise CliError(
-            "no database given: pass --connection postgresql://user@host/database (or set "
-            "CHANGEFEED_CONNECTION)"
+            "no database given: pass --connection postgresql://user@host/database or "
+            "mssql://user@host:1433/database (or set CHANGEFEED_CONNECTION)"
         )
     text = str(args.connection).strip()
-    if text.split("://", 1)[0].lower() in ("mssql", "sqlserver"):
-        raise CliError(
-            "this command supports PostgreSQL feeds only for now; on SQL Server exec the "
-            "feed's procedures directly (docs/sqlserver.md), e.g. "
-            "exec changefeed.[safe_point:shop.orders] @shard_id = 0"
-        )
-    if "://" not in text and "=" not in text:
+    if "://" not in text:
+        if "=" in text:
+            return text  # a libpq key=value connection string
         raise CliError(
             f"--connection {text!r} is not a connection URI; write "
-            "postgresql://user@host:port/database"
+            "postgresql://user@host:port/database or mssql://user@host:1433/database"
+        )
+    scheme = text.split("://", 1)[0].lower()
+    if scheme not in (*POSTGRES_SCHEMES, *SQLSERVER_SCHEMES):
+        raise CliError(
+            f"--connection {redact(text)}: unsupported scheme {scheme}://; accepted: {accepted}"
         )
     return text
 
@@ -120,28 +234,3 @@ def ulid_text(value: bytes) -> str:
 
 def ulid_time(value: bytes) -> datetime:
     return datetime.fromtimestamp(int.from_bytes(value[:6], "big") / 1000, timezone.utc)
-
-
-def feed_client(conn: Any, feed: str, schema: str) -> Any:
-    """The feed's client; an unknown feed raises :class:`CliError` listing the known ones."""
-    from changefeed.client import ChangefeedError, PostgresFeed
-
-    client = PostgresFeed(feed, schema)
-    try:
-        client.info(conn)
-    except ChangefeedError as exc:
-        raise CliError(
-            f"unknown feed: {exc}. Check --feed (written schema.table), or set the feed up "
-            "with `dbt run-operation changefeed.setup_feed`"
-        ) from None
-    return client
-
-
-def feed_shards(conn: Any, client: Any) -> list[int]:
-    """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
-    info = client.info(conn)
-    sql = f"select shard_id from {info.q('state')}"
-    if info.mode == "outbox":
-        sql += f" union select shard_id from {info.q('outbox')}"
-    rows = conn.execute(f"select distinct shard_id from ({sql}) as s order by 1").fetchall()
-    return [int(r[0]) for r in rows]

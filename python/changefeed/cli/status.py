@@ -12,8 +12,8 @@ cursor you keep yourself, given with ``--cursor FEED:SHARD=ULID``. Lag is the nu
 events after the cursor up to the safe point, and the age of the oldest of them.
 
 Exit code 0, or 1 with one line naming the cause and the fix (unreachable database,
-unknown feed, bad ULID, missing Java, ...). PostgreSQL only for now. PySpark is imported
-only for ``--consumer``.
+unknown feed, bad ULID, missing Java, ...). PostgreSQL (``postgresql://``) or SQL Server
+(``mssql://``, ``sqlserver://``). PySpark is imported only for ``--consumer``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.cli.feeds import (
+    Database,
     add_connection_arguments,
     connect,
-    feed_client,
-    feed_shards,
     parse_ulid_arg,
     ulid_text,
     ulid_time,
@@ -118,23 +117,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerLag]]:
-    from changefeed.client import ChangefeedError, registered_feeds
-
     cursor_args = [_parse_cursor(text) for text in args.cursor]
     consumer_args = [_parse_consumer(text) for text in args.consumer]
-    with connect(args) as conn:
-        try:
-            known = registered_feeds(conn, args.changefeed_schema)
-        except ChangefeedError as exc:
-            raise CliError(f"{exc}") from None
-        except Exception as exc:  # the registry table is missing
-            if type(exc).__name__ != "UndefinedTable":
-                raise
-            raise CliError(
-                f"no feed is set up in this database (there is no {args.changefeed_schema}.feeds "
-                "registry): set one up with `dbt run-operation changefeed.setup_feed`, or check "
-                "--changefeed-schema"
-            ) from None
+    with connect(args) as db:
+        conn = db.conn
+        known = db.registered_feeds()
         feeds = list(args.feed) or list(known)
         for feed in [*feeds, *(c[0] for c in cursor_args), *(c[0] for c in consumer_args)]:
             if feed not in known:
@@ -143,22 +130,16 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
                     "Check the name (schema.table of the source table), or set the feed up "
                     "with `dbt run-operation changefeed.setup_feed`"
                 )
-        clients = {feed: feed_client(conn, feed, args.changefeed_schema) for feed in known}
+        clients = {feed: db.feed_client(feed) for feed in known}
         shards: list[ShardStatus] = []
         safe_points: dict[tuple[str, int], bytes] = {}
         for feed in feeds:
             client = clients[feed]
             info = client.info(conn)
-            for shard in feed_shards(conn, client):
+            for shard in db.shards(client):
                 point = client.safe_point(conn, shard)
                 safe_points[(feed, shard)] = point.safe_point
-                outbox = None
-                if info.mode == "outbox":
-                    outbox = int(
-                        conn.execute(
-                            f"select count(*) from {info.q('outbox')} where shard_id = %s", (shard,)
-                        ).fetchone()[0]
-                    )
+                outbox = db.outbox_rows(client, shard) if info.mode == "outbox" else None
                 empty = point.head == ZERO_ULID
                 shards.append(
                     ShardStatus(
@@ -178,9 +159,9 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
             (f"--cursor {feed}:{shard}", feed, shard, value) for feed, shard, value in cursor_args
         ]
         if consumer_args:
-            cursors += _spark_cursors(Path(args.warehouse), consumer_args, conn, clients)
+            cursors += _spark_cursors(Path(args.warehouse), consumer_args, db, clients)
         lags = [
-            _lag(conn, clients[feed], name, feed, shard, cursor, safe_points)
+            _lag(db, clients[feed], name, feed, shard, cursor, safe_points)
             for name, feed, shard, cursor in cursors
         ]
     return shards, lags
@@ -189,7 +170,7 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
 def _spark_cursors(
     warehouse: Path,
     consumers: Sequence[tuple[str, str]],
-    conn: Any,
+    db: Database,
     clients: dict[str, Any],
 ) -> list[tuple[str, str, int, bytes]]:
     spark = start_local_spark(warehouse.resolve(), "changefeed-status")
@@ -204,7 +185,7 @@ def _spark_cursors(
         spark.sql(f"refresh table {table}")
         rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()
         heads = {int(r[0]): bytes(r[1]) for r in rows}
-        for shard in feed_shards(conn, clients[feed]):
+        for shard in db.shards(clients[feed]):
             found.append((table, feed, shard, heads.get(shard, ZERO_ULID)))
     return found
 
@@ -251,7 +232,7 @@ def start_local_spark(warehouse: Path, app_name: str) -> Any:
 
 
 def _lag(
-    conn: Any,
+    db: Database,
     client: Any,
     name: str,
     feed: str,
@@ -261,16 +242,9 @@ def _lag(
 ) -> ConsumerLag:
     safe = safe_points.get((feed, shard))
     if safe is None:
-        safe = client.safe_point(conn, shard).safe_point
-    info = client.info(conn)
-    window = "where shard_id = %s and ulid > %s and ulid <= %s"
-    row = conn.execute(
-        f"select (select count(*) from {info.q('feed')} {window}), "
-        f"(select ulid from {info.q('feed')} {window} order by ulid limit 1)",
-        (shard, cursor, safe, shard, cursor, safe),
-    ).fetchone()
-    count, oldest = int(row[0]), row[1]
-    age = None if oldest is None else max(0.0, time.time() - ulid_time(bytes(oldest)).timestamp())
+        safe = client.safe_point(db.conn, shard).safe_point
+    count, oldest = db.unread(client, shard, cursor, safe)
+    age = None if oldest is None else max(0.0, time.time() - ulid_time(oldest).timestamp())
     return ConsumerLag(
         consumer=name,
         feed=feed,

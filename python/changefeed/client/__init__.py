@@ -1,7 +1,7 @@
 """Clients for change feeds set up by the dbt macros.
 
 PostgreSQL (psycopg 3): :class:`PostgresFeed`. See ``docs/postgres.md``. SQL Server
-(pymssql): :mod:`changefeed.client.sqlserver`, the calls the Spark source makes so far.
+(pymssql): :class:`SqlServerFeed`, the same API (``docs/sqlserver.md``).
 What all databases share (:class:`FeedInfo`, quoting, :func:`redact`) is in
 :mod:`changefeed.client.core`; the errors in :mod:`changefeed.client.errors`.
 
@@ -36,15 +36,9 @@ from changefeed.client.errors import (
     WriteInProgress,
     WrongMode,
 )
-from changefeed.client.postgres import (
-    Barrier,
-    Event,
-    Page,
-    PostgresFeed,
-    SafePoint,
-    Write,
-    registered_feeds,
-)
+from changefeed.client.feed import Barrier, Event, Page, SafePoint
+from changefeed.client.postgres import PostgresFeed, Write, registered_feeds
+from changefeed.client.sqlserver import SqlServerFeed, SqlServerWrite
 
 __all__ = [
     "ZERO_ULID",
@@ -64,6 +58,8 @@ __all__ = [
     "PostgresFeed",
     "SafePoint",
     "SetupConflict",
+    "SqlServerFeed",
+    "SqlServerWrite",
     "UlidRangeError",
     "Write",
     "WriteAbandoned",

@@ -37,7 +37,6 @@ connection's open transaction if there is one, else in their own short transacti
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,12 +45,11 @@ from typing import Any
 
 from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_pg, quote_pg_literal
 from changefeed.client.errors import (
-    BarrierTimeout,
     FeedNotFound,
     LockInTransaction,
-    WrongMode,
     translate,
 )
+from changefeed.client.feed import Barrier, Event, FeedClient, Page, SafePoint
 
 
 def run(conn: Any, query: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -114,55 +112,6 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
     )
 
 
-@dataclass(frozen=True)
-class Event:
-    """One event of a feed: which row of the source table changed, and its ULID."""
-
-    shard_id: int
-    ulid: bytes
-    key: tuple[Any, ...]
-
-    @property
-    def ulid_text(self) -> str:
-        """The ULID as 26 characters of Crockford base32.
-
-        >>> Event(0, bytes.fromhex("01563e3ab5d3d6764c61efb99302bd5b"), (1,)).ulid_text
-        '01ARZ3NDEKTSV4RRFFQ69G5FAV'
-        """
-        from changefeed.ulid import encode_one
-
-        return encode_one(self.ulid)
-
-
-@dataclass(frozen=True)
-class Page:
-    """A page of events, ending at a transaction boundary; ``cursor`` is where to resume."""
-
-    events: list[Event]
-    cursor: bytes
-    moved: int = 0
-    """Outbox rows this call moved into the feed before reading (outbox mode)."""
-
-
-@dataclass(frozen=True)
-class SafePoint:
-    """``safe_point`` (read up to here), ``head`` (end of the last allocated block, writes
-    in flight included) and the number of pending writes."""
-
-    safe_point: bytes
-    head: bytes
-    pending: int
-
-
-@dataclass(frozen=True)
-class Barrier:
-    """A read barrier (protocol section 7): wait until the safe point reaches ``position``."""
-
-    shard_id: int
-    position: bytes
-    outbox_sequence: int | None
-
-
 @dataclass
 class Write:
     """The write in progress of :meth:`PostgresFeed.write` (blocking mode).
@@ -223,7 +172,7 @@ class Write:
         return len(rows)
 
 
-class PostgresFeed:
+class PostgresFeed(FeedClient):
     """One feed in one PostgreSQL database: ``PostgresFeed("shop.orders")``.
 
     ``feed_id`` is the unquoted ``schema.table`` of the source table; ``schema`` the
@@ -235,23 +184,10 @@ class PostgresFeed:
     ('shop.orders', 'changefeed')
     """
 
-    def __init__(self, feed_id: str, schema: str = "changefeed") -> None:
-        self.feed_id = feed_id
-        self.schema = schema
-        self._info: FeedInfo | None = None
+    def _load(self, conn: Any) -> FeedInfo:
+        return load(conn, self.feed_id, self.schema)
 
     # -- registry ------------------------------------------------------------------------
-
-    def info(self, conn: Any) -> FeedInfo:
-        """The feed's registry entry (mode, keys, names); read once, then cached."""
-        if self._info is None:
-            self._info = load(conn, self.feed_id, self.schema)
-        return self._info
-
-    def refresh(self, conn: Any) -> FeedInfo:
-        """Re-read the registry entry (after ``upgrade_feed`` renamed something)."""
-        self._info = None
-        return self.info(conn)
 
     def ulid_sql(self, conn: Any) -> str:
         """The SQL expression for the next ULID of the connection's write (blocking mode).
@@ -464,49 +400,6 @@ class PostgresFeed:
             (barrier.shard_id, barrier.position, barrier.outbox_sequence),
         )
         return bool(rows[0][0])
-
-    def barrier_wait(
-        self,
-        conn: Any,
-        shard: int,
-        timeout_s: float = 10.0,
-        *,
-        barrier: Barrier | None = None,
-        poll_s: float = 0.005,
-    ) -> Barrier:
-        """Acquire a barrier (unless given one) and wait until it is released.
-
-        In outbox mode the outbox is moved while waiting, so the wait does not depend on
-        another reader. Raises :class:`BarrierTimeout` after ``timeout_s``.
-
-        >>> # feed.barrier_wait(conn, shard=0); then read_page(...) includes your commits
-        """
-        info = self.info(conn)
-        barrier = barrier if barrier is not None else self.barrier_acquire(conn, shard)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.barrier_check(conn, barrier):
-                return barrier
-            if info.mode == "outbox":
-                self.move_outbox(conn, shard)
-                if self.barrier_check(conn, barrier):
-                    return barrier
-            if time.monotonic() >= deadline:
-                raise BarrierTimeout(
-                    f"feed {self.feed_id} shard {shard}: the barrier at "
-                    f"{barrier.position.hex()} was not released within {timeout_s} s"
-                )
-            time.sleep(poll_s)
-
-    # -- helpers -------------------------------------------------------------------------
-
-    def _require(self, conn: Any, mode: str, operation: str) -> FeedInfo:
-        info = self.info(conn)
-        if info.mode != mode:
-            raise WrongMode(
-                f"{operation} is for {mode} mode, but feed {self.feed_id} is in {info.mode} mode"
-            )
-        return info
 
 
 def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:

@@ -1,22 +1,48 @@
 """SQL Server calls of a feed (pymssql; FreeTDS ships inside its wheel).
 
-The start of a SQL Server client: connecting, and the statements the Spark source runs
+The SQL Server client: connecting, the statements the Spark source runs
 (the registry entry, the source table's columns, the safe points, the shards, a page of
 ``read_feed``, a probe for events, and the source rows of a page's keys). Each statement
 is written once, here; ``tests/test_source_sqlserver_queries.py`` pins every one (SQL
 Server cannot run on the CI machine) and ``tests/sqlserver_live`` runs them on a real
-server. PostgresFeed's full API (writing, barriers) is not here yet.
+server. :class:`SqlServerFeed` is PostgresFeed's API on top (writing, outbox, reading, safe
+point, barrier, tombstone); its statements are pinned by ``tests/test_sqlserver_client.py``.
+None of this has run against a real server on the CI machine: ``tests/sqlserver_live``
+does, given ``CHANGEFEED_SQLSERVER_DSN``.
+
+Connections must be in autocommit mode (:func:`connect` makes them so): pymssql's default
+keeps a transaction open (``BEGIN TRAN`` at connect and after every commit), inside which
+the lock call, ``read_feed`` on an outbox feed and ``tombstone`` refuse to run, and in
+which their committed work would otherwise depend on the caller's commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_mssql, redact
-from changefeed.client.errors import CannotConnect, ChangefeedError, FeedNotFound
+from changefeed.client.errors import (
+    CannotConnect,
+    ChangefeedError,
+    FeedNotFound,
+    InvalidArgument,
+    LockBurned,
+    LockInTransaction,
+    NoWriteInProgress,
+    SetupConflict,
+    UlidRangeError,
+    WriteAbandoned,
+    WriteInProgress,
+)
+from changefeed.client.feed import Barrier, Event, FeedClient, Page, SafePoint
 
 Row = tuple[Any, ...]
 
@@ -27,8 +53,9 @@ PAYLOAD_CHUNK = 500
 _PASSTHROUGH = {"tds_version": str, "login_timeout": int, "timeout": int, "charset": str,
                 "appname": str, "encryption": str}  # fmt: skip
 
-#: SQL Server's error number for "Invalid object name".
+#: SQL Server's error numbers for "Invalid object name" and "permission was denied".
 _INVALID_OBJECT = 208
+_PERMISSION_DENIED = 229
 
 
 def connect_arguments(uri: str, application_name: str = "changefeed") -> dict[str, Any]:
@@ -66,9 +93,11 @@ def connect(
     uri: str,
     *,
     application_name: str = "changefeed",
+    password: str | None = None,
     connect: Callable[..., Any] | None = None,
 ) -> Any:
-    """An autocommit pymssql connection (``connect`` replaces ``pymssql.connect``).
+    """An autocommit pymssql connection (``connect`` replaces ``pymssql.connect``;
+    ``password``, if given, replaces the URI's).
 
     Raises :class:`~changefeed.client.CannotConnect` naming the server (password
     redacted) and the cause.
@@ -82,12 +111,29 @@ def connect(
             ) from None
         connect = pymssql.connect
     arguments = connect_arguments(uri, application_name)
+    if password:
+        arguments["password"] = password
     try:
         return connect(**arguments)
     except Exception as exc:
         raise CannotConnect(
-            f"cannot connect to SQL Server at {redact(uri)}: {error_text(exc)}"
+            f"cannot connect to SQL Server at {redact(uri)}: {connect_reason(exc)}"
         ) from None
+
+
+def connect_reason(exc: BaseException) -> str:
+    """FreeTDS's reason a login failed, on one line (its "DB-Lib error message" headers
+    and repeated lines dropped).
+
+    >>> connect_reason(Exception(20009, b"DB-Lib error message 20009, severity 9:\\n"
+    ...     b"Unable to connect: TDS server is unavailable\\nNet-Lib error during Connection "
+    ...     b"refused (111)\\nDB-Lib error message 20009, severity 9:\\nUnable to connect: "
+    ...     b"TDS server is unavailable\\n"))
+    'Unable to connect: TDS server is unavailable; Net-Lib error during Connection refused (111)'
+    """
+    lines = _first_line_source(exc).splitlines()
+    kept = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("DB-Lib error message")]
+    return "; ".join(dict.fromkeys(kept)) or type(exc).__name__
 
 
 def execute(conn: Any, sql: str, params: Row | None = None) -> tuple[list[str], list[Row]]:
@@ -203,6 +249,38 @@ def has_events(conn: Any, info: FeedInfo, shard: int, after: bytes, upto: bytes)
     return bool(rows)
 
 
+def unread(
+    conn: Any, info: FeedInfo, shard: int, after: bytes, upto: bytes
+) -> tuple[int, bytes | None]:
+    """How many events of ``shard`` lie in ``(after, upto]``, and the first one's ULID."""
+    window = "where shard_id = %s and ulid > %s and ulid <= %s"
+    feed = _object(info, "feed")
+    _, rows = execute(
+        conn,
+        f"select (select count_big(*) from {feed} {window}), "
+        f"(select top (1) ulid from {feed} {window} order by ulid)",
+        (shard, after, upto, shard, after, upto),
+    )
+    count, first = rows[0]
+    return int(count), None if first is None else bytes(first)
+
+
+def outbox_rows(conn: Any, info: FeedInfo, shard: int) -> int | None:
+    """Rows of ``shard`` waiting in the outbox; ``None`` when this user may not read the
+    outbox (the reader role may not: error 229)."""
+    try:
+        _, rows = execute(
+            conn,
+            f"select count_big(*) from {_object(info, 'outbox')} where shard_id = %s",
+            (shard,),
+        )
+    except Exception as exc:
+        if error_number(exc) == _PERMISSION_DENIED:
+            return None
+        raise
+    return int(rows[0][0])
+
+
 def read_feed(conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
     """One page of ``read_feed`` after ``cursor`` as ``(shard, ulid, *keys)``, in ULID order.
 
@@ -221,6 +299,30 @@ def read_feed(conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: i
     page = [(shard, bytes(r[ulid_at]), *(r[i] for i in key_at)) for r in rows]
     page.sort(key=lambda row: row[1])
     return page
+
+
+def move_outbox(
+    conn: Any, info: FeedInfo, shard: int, start: bytes, max_rows: int = 10000, max_calls: int = 100
+) -> int:
+    """Publish the committed outbox rows of ``shard``: ``read_feed`` from ``start`` (the
+    shard's safe point) with ``max_rows`` as page size, again from the last event it
+    returned, until a call returns nothing (at most ``max_calls`` calls); returns the
+    events returned.
+
+    ``read_feed`` moves whole source transactions, at most a page's worth (the first one
+    whole), so one call may leave committed rows behind even when its page is not full:
+    only an empty page says that everything committed before it is published.
+    """
+    published = 0
+    cursor = start
+    for _ in range(max_calls):
+        with translating():
+            page = read_feed(conn, info, shard, cursor, max_rows)
+        if not page:
+            break
+        published += len(page)
+        cursor = page[-1][1]
+    return published
 
 
 def source_rows(
@@ -254,17 +356,31 @@ def source_rows_sql(info: FeedInfo, columns: Sequence[str], count: int) -> str:
     )
 
 
+def _error_args(exc: BaseException) -> tuple[Any, ...]:
+    # pymssql's DB-API errors carry (number, message); its _mssql exceptions carry that
+    # pair as their one argument.
+    args = exc.args
+    if len(args) == 1 and isinstance(args[0], tuple) and args[0] and isinstance(args[0][0], int):
+        return tuple(args[0])
+    return tuple(args)
+
+
 def error_number(exc: BaseException) -> int | None:
-    """A pymssql error's SQL Server error number, if it carries one."""
-    if exc.args and isinstance(exc.args[0], int):
-        return int(exc.args[0])
+    """A pymssql error's SQL Server error number, if it carries one.
+
+    >>> error_number(Exception(51012, b"abandoned")), error_number(Exception((208, b"x"),))
+    (51012, 208)
+    """
+    args = _error_args(exc)
+    if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+        return int(args[0])
     return None
 
 
 def error_text(exc: BaseException) -> str:
     """A pymssql error's message (its arguments are bytes)."""
     parts = []
-    for arg in exc.args:
+    for arg in _error_args(exc):
         parts.append(arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg))
     return " ".join(parts).strip() or type(exc).__name__
 
@@ -277,3 +393,452 @@ def _type_text(name: str, precision: Any, scale: Any) -> str:
     if name.lower() in ("decimal", "numeric"):
         return f"{name}({int(precision)},{int(scale)})"
     return name
+
+
+def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:
+    """``feed_id -> mode`` of every feed registered under ``schema``."""
+    _, rows = call(
+        conn, f"select feed_id, mode from {quote_mssql(schema)}.[feeds] order by feed_id"
+    )
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+# -- errors --------------------------------------------------------------------------------
+
+#: The feed procedures' error numbers (docs/sqlserver.md, "Error numbers") as the exception
+#: classes PostgresFeed raises for the same refusal. Numbers not listed (51005, 51021,
+#: 51046: a lock not granted in time; 51011: update_state outside the writer's transaction,
+#: which this client never sends) become a plain ChangefeedError.
+_BY_NUMBER: dict[int, type[ChangefeedError]] = {
+    51001: LockInTransaction, 51015: LockInTransaction, 51020: LockInTransaction,
+    51040: LockInTransaction,
+    51002: InvalidArgument, 51003: InvalidArgument, 51004: InvalidArgument,
+    51023: InvalidArgument, 51045: InvalidArgument, 51057: InvalidArgument,
+    51058: InvalidArgument,
+    51006: WriteInProgress,
+    51010: NoWriteInProgress,
+    51012: WriteAbandoned, 51014: WriteAbandoned,
+    51013: LockBurned,
+    51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
+    51055: SetupConflict, 51059: SetupConflict,
+    51056: FeedNotFound,
+}  # fmt: skip
+
+#: ``ulid()`` cannot THROW (it is a function): its refusals come as conversion error 245
+#: carrying the text.
+_CONVERSION_FAILED = 245
+
+
+def translate(exc: BaseException) -> BaseException:
+    """The :class:`ChangefeedError` for a changefeed procedure's error, else ``exc``.
+
+    >>> class Fake(Exception):
+    ...     pass
+    >>> type(translate(Fake(51012, b"changefeed: the write was abandoned (stall)"))).__name__
+    'WriteAbandoned'
+    >>> isinstance(translate(Fake(2627, b"duplicate key")), Fake)
+    True
+    """
+    number = error_number(exc)
+    message = _first_line(exc)
+    cls: type[ChangefeedError] | None = None
+    if number is not None and 51000 <= number < 52000:
+        cls = _BY_NUMBER.get(number, ChangefeedError)
+    elif number == _CONVERSION_FAILED and "changefeed:" in message:
+        cls = UlidRangeError if "ulid offset" in message else NoWriteInProgress
+    if cls is None:
+        return exc
+    return cls(f"{message} (SQL Server error {number})", cause=exc)
+
+
+def _first_line_source(exc: BaseException) -> str:
+    args = _error_args(exc)[1:] if error_number(exc) is not None else exc.args
+    return " ".join(a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a) for a in args)
+
+
+def _first_line(exc: BaseException) -> str:
+    # pymssql appends FreeTDS's "DB-Lib error message ..." lines to the server's message.
+    text = _first_line_source(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def translating() -> Iterator[None]:
+    """Raise the procedures' errors inside as :class:`ChangefeedError` subclasses."""
+    try:
+        yield
+    except ChangefeedError:
+        raise
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def call(conn: Any, sql: str, params: Row | None = None) -> tuple[list[str], list[Row]]:
+    """:func:`execute` with the procedures' errors as :class:`ChangefeedError` subclasses."""
+    with translating():
+        return execute(conn, sql, params)
+
+
+# -- the client ----------------------------------------------------------------------------
+
+#: Rows per INSERT of :meth:`SqlServerWrite.insert_events` (a VALUES list holds at most 1000).
+EVENT_CHUNK = 500
+
+
+def _ulid_argument(value: Any, what: str) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)) and len(bytes(value)) == 16:
+        return bytes(value)
+    shown = f"{len(bytes(value))} bytes" if isinstance(value, (bytes, bytearray)) else repr(value)
+    raise InvalidArgument(
+        f"{what} must be a ULID as 16 bytes (ZERO_ULID for the beginning, or a page's "
+        f"cursor), got {shown}"
+    )
+
+
+def _shard_argument(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"shard must be an int (any 32-bit integer), got {value!r}")
+    return int(value)
+
+
+def _write_id_argument(value: Any) -> str:
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InvalidArgument(
+            f"write_id must be a uuid.UUID or its text, as safe_point's oldest pending write "
+            f"or SqlServerWrite.write_id report it, got {value!r}"
+        ) from None
+
+
+@dataclass
+class SqlServerWrite:
+    """The write in progress of :meth:`SqlServerFeed.write` (blocking mode).
+
+    ``ulid_sql`` numbers events from the feed's sequence
+    (``[ulid:<feed>](next value for [sequence:<feed>])``); in your own statements add
+    ``over (order by ...)`` to fix the order within one statement.
+    """
+
+    conn: Any = field(repr=False)
+    info: FeedInfo = field(repr=False)
+    shard_id: int
+    write_id: uuid.UUID
+    session_id: int
+    ulid_high: bytes
+    block_start: int
+    ulid_sql: str
+    feed_table: str
+    events: int = 0
+    """Events inserted through :meth:`insert_events` so far."""
+
+    @property
+    def first_ulid(self) -> bytes:
+        """The first ULID of this write's block."""
+        return self.ulid_high + self.block_start.to_bytes(8, "big", signed=True)
+
+    def insert_events(self, keys: Iterable[Sequence[Any]]) -> int:
+        """Insert one event per key tuple (in the feed's key column order), in order."""
+        rows = [tuple(key) for key in keys]
+        for start in range(0, len(rows), EVENT_CHUNK):
+            chunk = rows[start : start + EVENT_CHUNK]
+            params = tuple(v for n, key in enumerate(chunk) for v in (n, *key))
+            call(self.conn, insert_events_sql(self.info, len(chunk)), (self.shard_id, *params))
+        self.events += len(rows)
+        return len(rows)
+
+
+def insert_events_sql(info: FeedInfo, count: int) -> str:
+    """``count`` events numbered from the sequence in the order of a VALUES list."""
+    keys = [quote_mssql(name) for name in info.key_names]
+    aliases = [f"k{i}" for i in range(len(keys))]
+    row = "(" + ", ".join(["%s"] * (len(keys) + 1)) + ")"
+    numbered = f"next value for {_object(info, 'sequence')} over (order by v.n)"
+    return (
+        f"insert into {_object(info, 'feed')} (shard_id, ulid, {', '.join(keys)}) "
+        f"select %s, {_object(info, 'ulid')}({numbered}), "
+        f"{', '.join('v.' + a for a in aliases)} "
+        f"from (values {', '.join([row] * count)}) as v (n, {', '.join(aliases)})"
+    )
+
+
+class SqlServerFeed(FeedClient):
+    """One feed in one SQL Server database: ``SqlServerFeed("shop.orders")``.
+
+    The API of :class:`~changefeed.client.PostgresFeed` over the T-SQL procedures of
+    docs/sqlserver.md. Every method takes a pymssql connection in autocommit mode
+    (:func:`connect` gives one): pymssql's default, ``autocommit=False``, keeps a
+    transaction open at all times, inside which the lock call, ``read_feed`` on an outbox
+    feed and ``tombstone`` refuse to run (they commit work of their own).
+
+    >>> feed = SqlServerFeed("shop.orders")
+    >>> feed.feed_id, feed.schema
+    ('shop.orders', 'changefeed')
+    """
+
+    def _load(self, conn: Any) -> FeedInfo:
+        return registry_entry(conn, self.feed_id, self.schema)
+
+    # -- registry ------------------------------------------------------------------------
+
+    def shards(self, conn: Any) -> list[int]:
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
+        return shards(conn, self.info(conn))
+
+    def ulid_sql(self, conn: Any) -> str:
+        """The T-SQL expression for the next ULID of the connection's write (blocking mode).
+
+        >>> # SqlServerFeed("shop.orders").ulid_sql(conn)
+        >>> # '[changefeed].[ulid:shop.orders](next value for [changefeed].[sequence:shop.orders])'
+        """
+        info = self._require(conn, "blocking", "ulid_sql")
+        return f"{_object(info, 'ulid')}(next value for {_object(info, 'sequence')})"
+
+    # -- blocking mode -------------------------------------------------------------------
+
+    @contextmanager
+    def write(
+        self,
+        conn: Any,
+        shard: int,
+        time_hint: datetime | None = None,
+        *,
+        stall_timeout_ms: int | None = None,
+        lock_probe_ms: int | None = None,
+    ) -> Iterator[SqlServerWrite]:
+        """Run one transaction that writes events to ``shard`` (blocking mode).
+
+        One batch takes the shard's lock in autocommit (``set implicit_transactions off``
+        first, so a session that turned them on cannot keep the lock call's work
+        uncommitted) and opens the transaction (``begin transaction``); the body's
+        statements run in it. On a normal exit ``exec update_state; commit;`` is sent as
+        one batch (one round trip). On an exception, or if that fails, the transaction is
+        rolled back, the write released, and the exception re-raised (a refusal of the
+        procedures as a :class:`ChangefeedError`; ``retryable`` tells whether to run the
+        transaction again). Do not call ``conn.commit()`` in the body.
+        """
+        info = self._require(conn, "blocking", "write")
+        handle = self.lock(
+            conn, shard, time_hint, stall_timeout_ms=stall_timeout_ms, lock_probe_ms=lock_probe_ms
+        )
+        try:
+            yield handle
+            call(conn, publish_sql(info))
+        except BaseException as exc:
+            self._abort(conn, info)
+            translated = translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+    def lock(
+        self,
+        conn: Any,
+        shard: int,
+        time_hint: datetime | None = None,
+        *,
+        stall_timeout_ms: int | None = None,
+        lock_probe_ms: int | None = None,
+        begin: bool = True,
+    ) -> SqlServerWrite:
+        """Take the shard's lock and open a write (step 1), and with ``begin`` the
+        transaction too, in one batch. ``write`` does this; call it only when driving the
+        procedures by hand, then finish with ``exec update_state; commit;``
+        (:func:`publish_sql`) or :meth:`release`. On an error the write is released.
+        """
+        info = self._require(conn, "blocking", "lock")
+        shard = _shard_argument(shard)
+        if getattr(conn, "autocommit_state", True) is False:
+            raise LockInTransaction(
+                f"feed {self.feed_id}: the lock call needs a connection in autocommit mode, "
+                "because it commits work of its own before your transaction; connect with "
+                "pymssql.connect(..., autocommit=True) or changefeed.client.sqlserver.connect, "
+                "or call conn.autocommit(True) after committing"
+            )
+        params = (shard, time_hint, stall_timeout_ms, lock_probe_ms)
+        try:
+            _, rows = call(conn, lock_sql(info, begin=begin), params)
+        except BaseException:
+            # The lock call may have committed the write before failing, and an unreleased
+            # write makes every later lock on this connection fail with 51006.
+            self._abort(conn, info)
+            raise
+        write_id, ulid_high, block_start, session_id = rows[0]
+        return SqlServerWrite(
+            conn=conn,
+            info=info,
+            shard_id=shard,
+            write_id=uuid.UUID(str(write_id)),
+            session_id=int(session_id),
+            ulid_high=bytes(ulid_high),
+            block_start=int(block_start),
+            ulid_sql=self.ulid_sql(conn),
+            feed_table=_object(info, "feed"),
+        )
+
+    def release(self, conn: Any) -> None:
+        """Roll back this connection's transaction, abandon its write and release the lock.
+
+        ``write`` does this itself; call it only when driving the procedures by hand.
+        (Unlike PostgreSQL's, the procedure does not say whether there was a write.)
+        """
+        info = self._require(conn, "blocking", "release")
+        call(conn, release_sql(info))
+
+    def _abort(self, conn: Any, info: FeedInfo) -> None:
+        # The original exception is the one to report; a lost session ends the lock anyway.
+        with contextlib.suppress(Exception):
+            call(conn, release_sql(info))
+
+    # -- outbox mode ---------------------------------------------------------------------
+
+    def outbox_sql(self, conn: Any, with_time_hint: bool = False) -> str:
+        """The insert statement for outbox rows, with ``%s`` placeholders.
+
+        Placeholders: shard, [time_hint,] then the key columns in registry order.
+        """
+        info = self._require(conn, "outbox", "outbox_sql")
+        columns = ["shard_id", *(["time_hint"] if with_time_hint else [])]
+        columns += [quote_mssql(k) for k in info.key_names]
+        placeholders = ", ".join("%s" for _ in columns)
+        return (
+            f"insert into {_object(info, 'outbox')} ({', '.join(columns)}) values ({placeholders})"
+        )
+
+    def insert_outbox(
+        self,
+        conn: Any,
+        shard: int,
+        keys: Iterable[Sequence[Any]],
+        time_hint: datetime | None = None,
+    ) -> int:
+        """Record changed keys in the outbox, in the connection's current transaction.
+
+        Does not commit: on an autocommit connection wrap it with your statements in
+        ``begin transaction`` ... ``commit``; each statement alone commits by itself, and
+        each commit becomes a block of its own. ``time_hint`` defaults to the insert's
+        ``sysutcdatetime()``.
+        """
+        query = self.outbox_sql(conn, with_time_hint=time_hint is not None)
+        shard = _shard_argument(shard)
+        prefix: tuple[Any, ...] = (shard, time_hint) if time_hint is not None else (shard,)
+        rows = [(*prefix, *key) for key in keys]
+        head, _, row = query.rpartition(" values ")
+        # Multi-row VALUES lists of EVENT_CHUNK rows: one round trip per chunk.
+        for start in range(0, len(rows), EVENT_CHUNK):
+            chunk = rows[start : start + EVENT_CHUNK]
+            sql = f"{head} values {', '.join([row] * len(chunk))}"
+            call(conn, sql, tuple(v for r in chunk for v in r))
+        return len(rows)
+
+    def move_outbox(self, conn: Any, shard: int, max_rows: int = 10000) -> int:
+        """Move committed outbox rows of ``shard`` into the feed; returns the events moved.
+
+        SQL Server has no procedure of its own for this: ``read_feed`` moves when called at
+        the head, so this calls it from the shard's safe point with ``max_rows`` as page
+        size. Whole source transactions are moved, up to ``max_rows`` events (a larger
+        first one whole). The count includes events another mover published meanwhile;
+        0 means nothing was left to move.
+        """
+        info = self._require(conn, "outbox", "move_outbox")
+        start = self.safe_point(conn, shard).safe_point
+        return move_outbox(conn, info, _shard_argument(shard), start, max_rows, max_calls=1)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read_page(
+        self, conn: Any, shard: int, cursor: bytes = ZERO_ULID, page_size: int = 1000
+    ) -> Page:
+        """The events of ``shard`` after ``cursor``, up to the safe point, in ULID order.
+
+        At most ``page_size`` events, ending at a transaction boundary (a transaction
+        larger than a page comes whole). On an outbox feed, ``read_feed`` moves the outbox
+        first when the page is not full (``Page.moved`` stays 0: the procedure does not
+        report it). Resume from ``page.cursor``.
+        """
+        info = self.info(conn)
+        cursor = _ulid_argument(cursor, "cursor")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise InvalidArgument(f"page_size must be an int of at least 1, got {page_size!r}")
+        with translating():
+            rows = read_feed(conn, info, _shard_argument(shard), cursor, page_size)
+        events = [Event(int(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows]
+        return Page(events=events, cursor=events[-1].ulid if events else cursor)
+
+    def safe_point(self, conn: Any, shard: int) -> SafePoint:
+        """The shard's safe point, head and number of pending writes (one snapshot)."""
+        info = self.info(conn)
+        names, rows = call(
+            conn, f"exec {_object(info, 'safe_point')} @shard_id = %s", (_shard_argument(shard),)
+        )
+        if not rows:
+            return SafePoint(ZERO_ULID, ZERO_ULID, 0)
+        row = dict(zip(names, rows[0], strict=True))
+        return SafePoint(
+            bytes(row["safe_point"] or ZERO_ULID), bytes(row["head"] or ZERO_ULID),
+            int(row["pending"] or 0),
+        )  # fmt: skip
+
+    def tombstone(self, conn: Any, shard: int, session_id: int, write_id: uuid.UUID | str) -> bool:
+        """Abandon a stale pending write (``session_id`` and ``write_id`` as ``safe_point``
+        reports its oldest one); returns whether this call won over its commit."""
+        info = self.info(conn)
+        _, rows = call(
+            conn,
+            f"exec {_object(info, 'tombstone')} @shard_id = %s, @session_id = %s, @write_id = %s",
+            (_shard_argument(shard), int(session_id), _write_id_argument(write_id)),
+        )
+        return bool(rows[0][0])
+
+    # -- read barrier --------------------------------------------------------------------
+
+    def barrier_acquire(self, conn: Any, shard: int) -> Barrier:
+        """A barrier covering every transaction committed before this call."""
+        info = self.info(conn)
+        shard = _shard_argument(shard)
+        _, rows = call(conn, f"exec {_object(info, 'barrier_acquire')} @shard_id = %s", (shard,))
+        position, sequence = rows[0]
+        return Barrier(
+            shard, bytes(position or ZERO_ULID), None if sequence is None else int(sequence)
+        )
+
+    def barrier_check(self, conn: Any, barrier: Barrier) -> bool:
+        """Whether a read up to the safe point now includes everything the barrier covers."""
+        info = self.info(conn)
+        _, rows = call(
+            conn,
+            f"exec {_object(info, 'barrier_check')} @shard_id = %s, @position = %s, "
+            "@outbox_sequence = %s",
+            (barrier.shard_id, _ulid_argument(barrier.position, "barrier.position"),
+             barrier.outbox_sequence),
+        )  # fmt: skip
+        return bool(rows[0][0])
+
+
+def lock_sql(info: FeedInfo, begin: bool = True) -> str:
+    """The lock call (and ``begin transaction``) in one batch; returns the block and
+    ``@@spid``. Parameters: shard, time hint, stall timeout, lock probe (``None`` for the
+    defaults)."""
+    return (
+        "set nocount on;\n"
+        "set implicit_transactions off;\n"
+        "declare @w uniqueidentifier, @h binary(8), @l bigint;\n"
+        f"exec {_object(info, 'lock')} @shard_id = %s, @time_hint = %s, "
+        "@stall_timeout_ms = %s, @lock_probe_ms = %s, "
+        "@write_id = @w output, @ulid_high = @h output, @ulid_low = @l output;\n"
+        + ("begin transaction;\n" if begin else "")
+        + "select @w as write_id, @h as ulid_high, @l as ulid_low, @@spid as session_id;"
+    )
+
+
+def publish_sql(info: FeedInfo) -> str:
+    """``update_state`` and ``commit``: one batch, one round trip (protocol 4.4)."""
+    return f"exec {_object(info, 'update_state')};\ncommit;"
+
+
+def release_sql(info: FeedInfo) -> str:
+    """Roll back and release, one batch (protocol section 4: the rollback first)."""
+    return f"if @@trancount > 0 rollback;\nexec {_object(info, 'release')};"

@@ -20,6 +20,10 @@ from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._positions import to_hex
 from changefeed.spark.source._types import Column, RowLayout
 
+#: Outbox events one move publishes, and the most moves per shard and plan (both backends).
+MOVE_ROWS = 10_000
+MAX_MOVES = 100
+
 Row = tuple[Any, ...]
 
 

@@ -7,13 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from changefeed.client.core import quote_pg
-from changefeed.spark.source._backend import Backend, Connection, Row, SourceFeed
+from changefeed.spark.source._backend import (
+    MAX_MOVES,
+    MOVE_ROWS,
+    Backend,
+    Connection,
+    Row,
+    SourceFeed,
+)
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._types import Column
-
-#: Outbox rows one ``move_outbox`` call publishes, and the most calls per shard and plan.
-MOVE_ROWS = 10_000
-MAX_MOVES = 100
 
 
 class PostgresBackend(Backend):

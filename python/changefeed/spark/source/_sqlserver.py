@@ -11,7 +11,14 @@ from typing import Any
 
 from changefeed.client import ZERO_ULID, ChangefeedError
 from changefeed.client import sqlserver as client
-from changefeed.spark.source._backend import Backend, Connection, Row, SourceFeed
+from changefeed.spark.source._backend import (
+    MAX_MOVES,
+    MOVE_ROWS,
+    Backend,
+    Connection,
+    Row,
+    SourceFeed,
+)
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._types import Column
 
@@ -67,14 +74,16 @@ class SqlServerBackend(Backend):
         return {shard: found.get(shard, ZERO_ULID) for shard in shards}
 
     def move_outbox(self, info: SourceFeed, shards: Sequence[int]) -> None:
-        # read_feed moves the outbox when the cursor is at the head: a call with the
-        # current head as cursor publishes what is committed, and its page is dropped
-        # (the caller reads it again within its planned range).
+        """Publish each shard's committed outbox rows, as the PostgreSQL backend does:
+        ``read_feed`` moves when called at the head, so it is called from the shard's safe
+        point until a call returns nothing (at most MAX_MOVES calls of MOVE_ROWS events;
+        the pages are dropped, the plan reads them again within its range)."""
         if info.mode != "outbox":
             return
         heads = client.safe_points(self.conn, info.info)
         for shard in shards:
-            client.read_feed(self.conn, info.info, shard, heads.get(shard, ZERO_ULID), 1)
+            start = heads.get(shard, ZERO_ULID)
+            client.move_outbox(self.conn, info.info, shard, start, MOVE_ROWS, MAX_MOVES)
 
     def has_events(self, info: SourceFeed, shard: int, after: bytes, upto: bytes) -> bool:
         return client.has_events(self.conn, info.info, shard, after, upto)

@@ -1,0 +1,127 @@
+"""``changefeed status`` and ``changefeed barrier`` on SQL Server: dispatch and statements.
+
+No SQL Server runs here, so pymssql's ``connect`` is replaced by the recording fake of
+tests/support/sqlserver_fake.py (scripted answers; the statements are pymssql's rendering). The
+unreachable-server case, a real pymssql login, is in tests/test_cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+import pymssql
+import pytest
+from tests.support.doc_blocks import sample
+from tests.support.sqlserver_fake import FakeServer
+
+from changefeed.cli import build_parser, main
+from changefeed.cli.land import source_options
+
+URI = "mssql://reader:pw@sql.example:1433/shop"
+NAMES = {k: f"{k}:shop.items" for k in (
+    "feed", "outbox", "read_feed", "safe_point", "barrier_acquire", "barrier_check",
+    "shards")}  # fmt: skip
+
+
+def u(n: int) -> bytes:
+    return (1 << 120 | n).to_bytes(16, "big")
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
+    fake = FakeServer()
+    fake.on(r"select feed_id, mode from \[changefeed\]\.\[feeds\]",
+            (["feed_id", "mode"], [("shop.items", "outbox")]))  # fmt: skip
+    fake.on(r"from \[changefeed\]\.\[feeds\] where feed_id = N'shop\.items'",
+            (["mode", "keys", "names", "source_schema", "source_table"],
+             [("outbox", json.dumps([["sku", "nvarchar(20)"]]), json.dumps(NAMES), "shop",
+               "items")]))  # fmt: skip
+    fake.on(r"^exec \[changefeed\]\.\[shards:shop\.items\]$", (["shard_id"], [(0,)]))
+    fake.on(r"safe_point:shop\.items\] @shard_id = 0$",
+            (["shard_id", "safe_point", "head", "pending"], [(0, u(5), u(6), 1)]))  # fmt: skip
+    fake.on(r"^select count_big\(\*\) from \[changefeed\]\.\[outbox:shop\.items\]",
+            (["n"], [(3,)]))  # fmt: skip
+    monkeypatch.setattr(pymssql, "connect", fake.connect)
+    return fake
+
+
+def cli(capsys: Any, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_status_dispatches_to_sql_server(server: FakeServer, capsys: Any) -> None:
+    server.on(r"^select \(select count_big", (["n", "first"], [(2, u(4))]))
+    code, out, err = cli(capsys, "status", "--connection", URI, "--password", "s3cret",
+                         "--json", "--cursor", f"shop.items:0={u(3).hex()}")  # fmt: skip
+    assert code == 0, err
+    assert server.connects[0]["password"] == "s3cret"
+    assert server.connects[0]["appname"] == "changefeed-cli"
+    status = json.loads(out)
+    assert [(s["feed"], s["shard"], s["pending"], s["outbox"]) for s in status["shards"]] == [
+        ("shop.items", 0, 1, 3)
+    ]
+    assert status["consumers"][0]["lag_events"] == 2
+    window = f"where shard_id = 0 and ulid > 0x{u(3).hex()} and ulid <= 0x{u(5).hex()}"
+    assert server.statements == [
+        "select feed_id, mode from [changefeed].[feeds] order by feed_id",
+        "select mode, keys, names, source_schema, source_table from [changefeed].[feeds] "
+        "where feed_id = N'shop.items'",
+        "exec [changefeed].[shards:shop.items]",
+        "exec [changefeed].[safe_point:shop.items] @shard_id = 0",
+        "select count_big(*) from [changefeed].[outbox:shop.items] where shard_id = 0",
+        f"select (select count_big(*) from [changefeed].[feed:shop.items] {window}), "
+        f"(select top (1) ulid from [changefeed].[feed:shop.items] {window} order by ulid)",
+    ]
+
+
+def test_barrier_dispatches_to_sql_server(server: FakeServer, capsys: Any) -> None:
+    server.on(r"barrier_acquire", (["position", "outbox_sequence"], [(u(5), 7)]))
+    server.on(r"barrier_check", (["released"], [(1,)]))
+    code, out, err = cli(capsys, "barrier", "--connection", URI.replace("mssql", "sqlserver"),
+                         "--feed", "shop.items")  # fmt: skip
+    assert code == 0, err
+    assert "shop.items shard 0: released in" in out
+    assert server.statements[-2:] == [
+        "exec [changefeed].[barrier_acquire:shop.items] @shard_id = 0",
+        f"exec [changefeed].[barrier_check:shop.items] @shard_id = 0, @position = 0x{u(5).hex()}, "
+        "@outbox_sequence = 7",
+    ]
+
+
+def test_a_missing_registry_and_an_unknown_feed(server: FakeServer, capsys: Any) -> None:
+    server.on(r"where feed_id = N'shop\.nope'", (["mode"], []))
+    server.on(r"^select feed_id from", (["feed_id"], [("shop.items",)]))
+    code, _out, err = cli(capsys, "barrier", "--connection", URI, "--feed", "shop.nope")
+    assert code == 1
+    assert "unknown feed 'shop.nope'" in err and "Known feeds: shop.items" in err
+    server.on(r"select feed_id, mode", pymssql.OperationalError(208, b"Invalid object name"))
+    code, _out, err = cli(capsys, "status", "--connection", URI)
+    assert code == 1
+    assert "no feed is set up in this database" in err and "pw" not in err
+
+
+def test_the_operations_sample(
+    server: FakeServer, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md's SQL Server commands, as written: the environment it exports,
+    status and barrier against the fake, and land's options (Spark not started)."""
+    server.on(r"barrier_acquire", (["position", "outbox_sequence"], [(u(5), 7)]))
+    server.on(r"barrier_check", (["released"], [(1,)]))
+    lines = sample("operations-sqlserver").strip().splitlines()
+    exported = shlex.split(lines[0])
+    assert exported[0] == "export"
+    for assignment in exported[1:]:
+        name, _, value = assignment.partition("=")
+        monkeypatch.setenv(name, value)
+    for line in lines[1:3]:
+        code, _out, err = cli(capsys, *shlex.split(line)[1:])
+        assert code == 0, (line, err)
+    assert server.connects[0]["server"] == "sql.example"
+    assert server.connects[0]["password"] == "s3cret"
+    land = build_parser().parse_args(shlex.split(lines[3])[1:])
+    assert source_options(land) == {"connection": "mssql://etl_reader@sql.example:1433/shop",
+                                    "feed": "shop.items", "password": "s3cret"}  # fmt: skip

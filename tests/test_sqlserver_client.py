@@ -1,0 +1,264 @@
+"""SqlServerFeed's T-SQL, pinned statement by statement (tests/support/sqlserver_fake.py).
+
+No SQL Server can run here, so these tests pin the text pymssql would send and how the
+client reacts to the answers and errors a server gives (scripted); whether the server
+accepts them is for the live suite (tests/sqlserver_live, CHANGEFEED_SQLSERVER_DSN).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+import pytest
+from pymssql import OperationalError
+from tests.support.sqlserver_fake import FakeServer
+
+from changefeed.client import (
+    ZERO_ULID,
+    Barrier,
+    BarrierTimeout,
+    ChangefeedError,
+    FeedNotFound,
+    InvalidArgument,
+    LockInTransaction,
+    NoWriteInProgress,
+    SqlServerFeed,
+    UlidRangeError,
+    WriteAbandoned,
+    WrongMode,
+)
+from changefeed.client.sqlserver import registered_feeds
+
+KEYS = [["order_id", "bigint"]]
+WRITE_ID = uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
+LOCK = (
+    "set nocount on;\n"
+    "set implicit_transactions off;\n"
+    "declare @w uniqueidentifier, @h binary(8), @l bigint;\n"
+    "exec [changefeed].[lock:shop.orders] @shard_id = {shard}, @time_hint = {hint}, "
+    "@stall_timeout_ms = NULL, @lock_probe_ms = NULL, "
+    "@write_id = @w output, @ulid_high = @h output, @ulid_low = @l output;\n"
+    "begin transaction;\n"
+    "select @w as write_id, @h as ulid_high, @l as ulid_low, @@spid as session_id;"
+)
+PUBLISH = "exec [changefeed].[update_state:shop.orders];\ncommit;"
+RELEASE = "if @@trancount > 0 rollback;\nexec [changefeed].[release:shop.orders];"
+
+
+def u(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+class Conn:
+    """The fake's connection with pymssql's ``autocommit_state``."""
+
+    def __init__(self, server: FakeServer, autocommit: bool = True) -> None:
+        self.server = server
+        self.autocommit_state = autocommit
+
+    def cursor(self) -> Any:
+        return self.server.connect().cursor()
+
+
+def feed(mode: str = "blocking") -> tuple[SqlServerFeed, FakeServer, Conn]:
+    server = FakeServer()
+    names = {k: f"{k}:shop.orders" for k in (
+        "lock", "update_state", "release", "ulid", "sequence", "feed", "outbox", "read_feed",
+        "safe_point", "tombstone", "barrier_acquire", "barrier_check", "shards")}  # fmt: skip
+    server.on(r"from \[changefeed\]\.\[feeds\] where feed_id = N'shop\.orders'",
+              (["mode", "keys", "names", "source_schema", "source_table"],
+               [(mode, json.dumps(KEYS), json.dumps(names), "shop", "orders")]))  # fmt: skip
+    client, conn = SqlServerFeed("shop.orders"), Conn(server)
+    client.info(conn)
+    server.statements.clear()
+    return client, server, conn
+
+
+def locked(server: FakeServer) -> None:
+    columns = ["write_id", "ulid_high", "ulid_low", "session_id"]
+    server.on(r"\[lock:shop\.orders\]", (columns, [(str(WRITE_ID), bytes(range(8)), 2**36, 57)]))
+
+
+def test_a_write_is_one_lock_batch_the_events_and_one_publish_batch() -> None:
+    client, server, conn = feed()
+    locked(server)
+    server.on(r"^insert into", ([], []))
+    server.on(r"^exec \[changefeed\]\.\[update_state", ([], []))
+    with client.write(conn, 3, datetime(2030, 1, 2, 3, 4, 5)) as w:
+        assert w.insert_events([(42,), (43,)]) == 2
+    assert (w.write_id, w.session_id, w.first_ulid) == (
+        WRITE_ID, 57, bytes(range(8)) + (2**36).to_bytes(8, "big"),
+    )  # fmt: skip
+    assert w.ulid_sql == (
+        "[changefeed].[ulid:shop.orders](next value for [changefeed].[sequence:shop.orders])"
+    )
+    assert server.statements == [
+        LOCK.format(shard=3, hint="'2030-01-02 03:04:05.000'"),
+        "insert into [changefeed].[feed:shop.orders] (shard_id, ulid, [order_id]) "
+        "select 3, [changefeed].[ulid:shop.orders](next value for "
+        "[changefeed].[sequence:shop.orders] over (order by v.n)), v.k0 "
+        "from (values (0, 42), (1, 43)) as v (n, k0)",
+        PUBLISH,
+    ]
+
+
+def test_a_failing_body_rolls_back_and_releases() -> None:
+    client, server, conn = feed()
+    locked(server)
+    server.on(r"^if @@trancount", ([], []))
+    with pytest.raises(RuntimeError, match="app failed"), client.write(conn, 0):
+        raise RuntimeError("app failed")
+    assert server.statements == [LOCK.format(shard=0, hint="NULL"), RELEASE]
+
+
+def test_an_abandoned_write_is_retryable_and_released() -> None:
+    client, server, conn = feed()
+    locked(server)
+    server.on(r"^if @@trancount", ([], []))
+    server.on(r"update_state", OperationalError(
+        51012, b"changefeed: the write was abandoned (stall; lock generation 1 -> 2)\n"
+        b"DB-Lib error message 20018, severity 16:\nGeneral SQL Server error"))  # fmt: skip
+    with pytest.raises(WriteAbandoned) as caught, client.write(conn, 0):
+        pass
+    assert caught.value.retryable
+    assert str(caught.value) == (
+        "changefeed: the write was abandoned (stall; lock generation 1 -> 2) "
+        "(SQL Server error 51012)"
+    )
+    assert server.statements[-2:] == [PUBLISH, RELEASE]
+
+
+def test_write_refuses_a_connection_in_a_transaction() -> None:
+    client, server, conn = feed()
+    conn.autocommit_state = False  # pymssql's default: BEGIN TRAN is always open
+    with pytest.raises(LockInTransaction, match=r"autocommit=True"), client.write(conn, 0):
+        pass
+    assert server.statements == []
+    # A session with an explicit transaction: the lock refuses (51001); released after.
+    conn.autocommit_state = True
+    server.on(r"\[lock:", OperationalError(51001, b"changefeed: must be called outside"))
+    server.on(r"^if @@trancount", ([], []))
+    with pytest.raises(LockInTransaction, match="51001"), client.write(conn, 0):
+        pass
+    assert server.statements[-1] == RELEASE
+
+
+@pytest.mark.parametrize(
+    ("number", "message", "expected"),
+    [
+        (245, b"Conversion failed: 'changefeed: ulid offset 68719476736 is outside this "
+              b"transaction's block'", UlidRangeError),
+        (245, b"Conversion failed: 'changefeed: no write in progress'", NoWriteInProgress),
+        (51002, b"changefeed: @shard_id must not be NULL", InvalidArgument),
+        (51021, b"changefeed: could not take the outbox mover lock", ChangefeedError),
+    ],
+)  # fmt: skip
+def test_errors_map_to_the_postgres_classes(
+    number: int, message: bytes, expected: type[ChangefeedError]
+) -> None:
+    client, server, conn = feed()
+    locked(server)
+    server.on(r"^if @@trancount", ([], []))
+    server.on(r"^insert into", OperationalError(number, message))
+    with pytest.raises(expected) as caught, client.write(conn, 0) as w:
+        w.insert_events([(1,)])
+    assert type(caught.value) is expected
+    # A plain SQL Server error stays pymssql's.
+    server.on(r"^insert into", OperationalError(2627, b"Violation of PRIMARY KEY"))
+    with pytest.raises(OperationalError), client.write(conn, 0) as w:
+        w.insert_events([(1,)])
+
+
+def test_outbox_insert_and_modes() -> None:
+    client, server, conn = feed("outbox")
+    server.on(r"^insert into", ([], []))
+    assert client.insert_outbox(conn, 2, [(7,)], time_hint=datetime(2030, 1, 1)) == 1
+    assert client.insert_outbox(conn, 2, [(8,), (9,)]) == 2
+    assert client.insert_outbox(conn, 2, []) == 0
+    assert server.statements == [
+        "insert into [changefeed].[outbox:shop.orders] (shard_id, time_hint, [order_id]) "
+        "values (2, '2030-01-01 00:00:00.000', 7)",
+        "insert into [changefeed].[outbox:shop.orders] (shard_id, [order_id]) "
+        "values (2, 8), (2, 9)",
+    ]
+    with pytest.raises(WrongMode, match="write is for blocking mode"), client.write(conn, 0):
+        pass
+
+
+def test_read_page_validates_and_reads() -> None:
+    client, server, conn = feed()
+    server.on(r"read_feed", (["ulid", "order_id"], [(u(5), 50), (u(4), 40)]))
+    page = client.read_page(conn, 1, u(3), 10)
+    assert server.statements == [
+        f"exec [changefeed].[read_feed:shop.orders] @shard_id = 1, @cursor = 0x{u(3).hex()}, "
+        "@page_size = 10"
+    ]
+    assert [(e.shard_id, e.ulid, e.key) for e in page.events] == [
+        (1, u(4), (40,)),
+        (1, u(5), (50,)),
+    ]
+    assert page.cursor == u(5)
+    for bad in (None, b"short", "01ARZ3NDEKTSV4RRFFQ69G5FAV"):
+        with pytest.raises(InvalidArgument, match="16 bytes"):
+            client.read_page(conn, 1, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="shard must be an int"):
+        client.read_page(conn, None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="page_size"):
+        client.read_page(conn, 1, ZERO_ULID, 0)
+
+
+def test_safe_point_tombstone_shards_and_registry() -> None:
+    client, server, conn = feed()
+    server.on(r"safe_point", (["shard_id", "safe_point", "head", "pending", "generation"],
+                              [(0, u(7), u(9), 1, 0)]))  # fmt: skip
+    server.on(r"tombstone", (["won"], [(1,)]))
+    server.on(r"\[shards:", (["shard_id"], [(0,), (4,)]))
+    server.on(r"select feed_id, mode", (["feed_id", "mode"], [("shop.orders", "blocking")]))
+    point = client.safe_point(conn, 0)
+    assert (point.safe_point, point.head, point.pending) == (u(7), u(9), 1)
+    assert client.tombstone(conn, 0, 57, WRITE_ID)
+    with pytest.raises(InvalidArgument, match="write_id must be a uuid"):
+        client.tombstone(conn, 0, 57, 12)
+    assert client.shards(conn) == [0, 4]
+    assert registered_feeds(conn) == {"shop.orders": "blocking"}
+    assert server.statements == [
+        "exec [changefeed].[safe_point:shop.orders] @shard_id = 0",
+        "exec [changefeed].[tombstone:shop.orders] @shard_id = 0, @session_id = 57, "
+        f"@write_id = N'{WRITE_ID}'",
+        "exec [changefeed].[shards:shop.orders]",
+        "select feed_id, mode from [changefeed].[feeds] order by feed_id",
+    ]
+
+
+def test_barrier_wait_moves_the_outbox_and_times_out() -> None:
+    client, server, conn = feed("outbox")
+    server.on(r"barrier_acquire", (["position", "outbox_sequence"], [(u(9), 12)]))
+    checks = iter([0, 0, 1])
+    server.on(r"barrier_check", lambda sql: (["released"], [(next(checks),)]))
+    server.on(r"safe_point", (["shard_id", "safe_point", "head", "pending"], [(0, u(8), u(8), 0)]))
+    server.on(r"read_feed", (["ulid", "order_id"], [(u(9), 90)]))
+    assert client.barrier_wait(conn, 0, poll_s=0) == Barrier(0, u(9), 12)
+    assert server.statements == [
+        "exec [changefeed].[barrier_acquire:shop.orders] @shard_id = 0",
+        f"exec [changefeed].[barrier_check:shop.orders] @shard_id = 0, @position = 0x{u(9).hex()}, "
+        "@outbox_sequence = 12",
+        "exec [changefeed].[safe_point:shop.orders] @shard_id = 0",
+        f"exec [changefeed].[read_feed:shop.orders] @shard_id = 0, @cursor = 0x{u(8).hex()}, "
+        "@page_size = 10000",
+        server.statements[1],
+        server.statements[1],
+    ]
+    server.on(r"barrier_check", (["released"], [(0,)]))
+    with pytest.raises(BarrierTimeout, match="not released within 0"):
+        client.barrier_wait(conn, 0, timeout_s=0, poll_s=0)
+
+
+def test_an_unknown_feed_names_the_known_ones() -> None:
+    server = FakeServer()
+    server.on(r"where feed_id = ", (["mode"], []))
+    server.on(r"select feed_id from", (["feed_id"], [("shop.items",)]))
+    with pytest.raises(FeedNotFound, match=r"Known feeds: shop\.items"):
+        SqlServerFeed("shop.orders").info(Conn(server))
