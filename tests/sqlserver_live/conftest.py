@@ -1,6 +1,6 @@
 """The live SQL Server suite runs only when CHANGEFEED_SQLSERVER_DSN is set
-(``mssql://user:password@host:1433/database``, see livekit.py). Without it every test here
-is collected and skipped with that reason, also when CI=true: no SQL Server exists in this
+(``mssql://user:password@host:1433/database``, see tests/support/sqlserver_live.py).
+Without it every test here is collected and skipped with that reason, also when CI=true: no SQL Server exists in this
 project's CI, so this is the one skip that is allowed there.
 
 Each run renders the matrix of tests/support/sqlserver_matrix.py (exactly the SQL the render tests
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.sqlserver_live import livekit
-from tests.sqlserver_live.livekit import DSN_VARIABLE, Dsn, LiveFeed, Server, q, run
+from tests.support import sqlserver_live as livekit
 from tests.support import sqlserver_matrix as matrix
+from tests.support.sqlserver_live import DSN_VARIABLE, Dsn, LiveFeed, Server, q, run
 
 SKIP_REASON = (
     f"{DSN_VARIABLE} is not set, so the live SQL Server suite is skipped "

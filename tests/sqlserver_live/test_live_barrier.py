@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.sqlserver_live.livekit import LiveFeed, Server, run
+from tests.support.sqlserver_live import LiveFeed, Server, run
 
 
 def test_blocking_barrier_releases_at_once_after_a_commit(fresh: Any, conn: Any) -> None:

@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from tests.sqlserver_live.livekit import (
+from tests.support.sqlserver_live import (
     BLOCK,
     LiveFeed,
     Server,

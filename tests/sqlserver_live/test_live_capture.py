@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sqlserver_live.livekit import (
+from tests.support.sqlserver_live import (
     LiveFeed,
     Server,
     block_of,

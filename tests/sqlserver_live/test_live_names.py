@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
-from tests.sqlserver_live.livekit import LiveFeed, lit, scalar
+from tests.support.sqlserver_live import LiveFeed, lit, scalar
 
 HOSTILE_ROWS = [
     [1, "it's; -- x", dt.datetime(2024, 1, 2, 3, 4, 5), decimal.Decimal("1.2500")],

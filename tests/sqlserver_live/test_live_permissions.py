@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.sqlserver_live.livekit import LiveFeed, Server, expect_error, lit, q, run
+from tests.support.sqlserver_live import LiveFeed, Server, expect_error, lit, q, run
 
 DENIED = 229  # "The ... permission was denied on the object ..."
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sqlserver_live.livekit import (
+from tests.support.sqlserver_live import (
     BLOCK,
     LiveFeed,
     expect_error,

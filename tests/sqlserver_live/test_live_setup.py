@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import pytest
-from tests.sqlserver_live.livekit import (
+from tests.support.sqlserver_live import (
     LiveFeed,
     Server,
     expect_error,

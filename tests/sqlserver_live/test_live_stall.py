@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from tests.sqlserver_live.livekit import (
+from tests.support.sqlserver_live import (
     BLOCK,
     LiveFeed,
     Server,

@@ -13,8 +13,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from tests.sqlserver_live.livekit import LiveFeed, Server, run
 from tests.support.spark_source import rows_of
+from tests.support.sqlserver_live import LiveFeed, Server, run
 
 from changefeed.spark.landing import land
 from changefeed.spark.source import register
