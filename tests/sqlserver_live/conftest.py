@@ -1,7 +1,7 @@
 """The live SQL Server suite runs only when CHANGEFEED_SQLSERVER_DSN is set
 (``mssql://user:password@host:1433/database``, see tests/support/sqlserver_live.py).
-Without it every test here is collected and skipped with that reason, also when CI=true: no SQL Server exists in this
-project's CI, so this is the one skip that is allowed there.
+Without it every test here is collected and skipped with that reason, also when CI=true:
+no SQL Server exists in this project's CI, so this is the one skip that is allowed there.
 
 Each run renders the matrix of tests/support/sqlserver_matrix.py (exactly the SQL the render tests
 check), creates a database of its own, sets up the feeds from those batches, and drops the
