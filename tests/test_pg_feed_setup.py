@@ -16,6 +16,7 @@ import pytest
 from psycopg import errors
 from tests.dbtkit import DbtError
 from tests.pg_feed_support import (
+    RENDER_SPEC,
     as_role,
     connect,
     create_table,
@@ -33,13 +34,7 @@ from changefeed.client import PostgresFeed, WriteAbandoned
 
 pytestmark = pytest.mark.postgres
 
-SPEC = (
-    "{'feed_id': 'cf_render.t', 'database': 'postgres', 'source_schema': 'cf_render',"
-    " 'source_table': 't', 'source_relation': '\"postgres\".\"cf_render\".\"t\"',"
-    " 'schema': 'changefeed', 'mode': MODE, 'keys': [{'name': 'id', 'data_type': 'bigint',"
-    " 'collation': none}], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20, 'block_bits': 36,"
-    " 'protocol_version': 2}"
-)
+SPEC = RENDER_SPEC
 
 
 @pytest.fixture(scope="module")

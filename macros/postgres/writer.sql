@@ -27,17 +27,20 @@ begin
   exception when invalid_transaction_termination then
     get stacked diagnostics v_probe = message_text;
   end;
-  if v_probe is distinct from 'cannot commit while a subtransaction is active' then
+  -- Every operator is qualified (OPERATOR(pg_catalog.x)) and messages use pg_catalog.concat:
+  -- this runs with the caller's search_path, which may put a schema before pg_catalog.
+  if v_probe is null
+     or v_probe operator(pg_catalog.<>) 'cannot commit while a subtransaction is active' then
     begin
       perform {{ q['lock_try'] }}(null, null);
     exception when invalid_transaction_termination then
       get stacked diagnostics v_reference = message_text;
     end;
-    if v_probe is not distinct from v_reference then
+    if coalesce(v_probe operator(pg_catalog.=) v_reference, v_probe is null and v_reference is null) then
       raise exception using
         errcode = 'CF005',
-        message = 'changefeed: lock on feed ' || {{ ctx['lit_feed'] }}
-          || ' was called inside a transaction block; it must run outside one (autocommit), because it commits',
+        message = pg_catalog.concat('changefeed: lock on feed ', {{ ctx['lit_feed'] }},
+          ' was called inside a transaction block; it must run outside one (autocommit), because it commits'),
         hint = 'Call it before BEGIN; then run your transaction and finish it with update_state() and COMMIT in one round trip.';
     end if;
   end if;
