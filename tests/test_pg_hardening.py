@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -23,7 +24,7 @@ from tests.pg_feed_support import (
     teardown_feed,
 )
 
-from changefeed.client import PostgresFeed
+from changefeed.client import CaptureLost, PostgresFeed
 
 pytestmark = pytest.mark.postgres
 
@@ -202,3 +203,96 @@ def test_a_callers_own_operators_never_run_inside_lock_or_ulid(
         admin.execute("drop schema cf_evil_ops cascade")
         admin.execute("drop owned by cf_evil")
         admin.execute("drop role cf_evil")
+
+
+# -- capture: trigger and schema changes ---------------------------------------------------
+
+
+CAP = {"key": ["id"], "capture": "trigger", "shard": "region % 2"}
+
+
+@pytest.fixture
+def captured(dbt: Any, admin: psycopg.Connection[Any]) -> Iterator[PostgresFeed]:
+    """cf_hard.cap, an outbox feed captured by trigger and sharded by `region`."""
+    create_table(admin, "cf_hard", "cap", "id bigint primary key, other bigint, region int")
+    teardown_feed(dbt, "cf_hard", "cap")
+    setup_feed(dbt, "cf_hard", "cap", "outbox", **CAP)
+    yield PostgresFeed("cf_hard.cap")
+    teardown_feed(dbt, "cf_hard", "cap")
+
+
+@contextmanager
+def _sqlstate(code: str) -> Iterator[pytest.ExceptionInfo[psycopg.Error]]:
+    with pytest.raises(psycopg.Error) as info:
+        yield info
+    assert info.value.sqlstate == code, info.value
+
+
+def _keys(conn: psycopg.Connection[Any], feed: PostgresFeed, shard: int) -> list[Any]:
+    return [e.key for e in feed.read_page(conn, shard, page_size=1000).events]
+
+
+def test_swapped_or_retyped_captured_columns_stop_writes_until_setup_runs(
+    captured: PostgresFeed, dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    admin.execute("insert into cf_hard.cap values (1, 10, 0)")
+    # Swap the names of the key and another column: by name, the key is now the column
+    # that held 10, 20, ...; a plan over the transition table would still read the old one.
+    admin.execute(
+        "alter table cf_hard.cap rename column id to tmp;"
+        "alter table cf_hard.cap rename column other to id;"
+        "alter table cf_hard.cap rename column tmp to other"
+    )
+    with _sqlstate("CF010") as info:
+        admin.execute("insert into cf_hard.cap (id, other, region) values (20, 2, 0)")
+    message = str(info.value)
+    assert "cf_hard.cap" in message and "changed since setup" in message
+    assert "setup_feed" in (info.value.diag.message_hint or "")
+    assert admin.execute("select count(*) from cf_hard.cap").fetchone() == (1,)
+    # setup with the same config re-creates the capture for the columns as they are now.
+    logged = setup_feed(dbt, "cf_hard", "cap", "outbox", **CAP)
+    assert any("re-created the capture function" in m for m in logged), logged
+    admin.execute("insert into cf_hard.cap (id, other, region) values (20, 2, 0)")
+    assert _keys(admin, captured, 0) == [(1,), (20,)]
+
+    # A column the shard expression reads, retyped: refused as well.
+    admin.execute("alter table cf_hard.cap alter column region type numeric")
+    with _sqlstate("CF010"):
+        admin.execute("insert into cf_hard.cap (id, other, region) values (30, 3, 1.5)")
+    # A column the capture does not read may change freely.
+    admin.execute("alter table cf_hard.cap alter column region type int")
+    setup_feed(dbt, "cf_hard", "cap", "outbox", **CAP)
+    admin.execute("alter table cf_hard.cap alter column other type numeric")
+    admin.execute("insert into cf_hard.cap (id, other, region) values (30, 3.5, 0)")
+    assert _keys(admin, captured, 0) == [(1,), (20,), (30,)]
+
+
+def test_a_retyped_key_stops_writes_and_setup_names_the_remedy(
+    captured: PostgresFeed, dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    admin.execute("alter table cf_hard.cap alter column id type numeric")
+    with _sqlstate("CF010"):
+        admin.execute("insert into cf_hard.cap values (1.5, 1, 0)")
+    assert admin.execute("select count(*) from cf_hard.cap").fetchone() == (0,)
+
+
+def test_a_recreated_source_table_is_reported_by_the_mover_until_setup_runs(
+    captured: PostgresFeed, dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    admin.execute("insert into cf_hard.cap values (1, 10, 0)")
+    create_table(admin, "cf_hard", "cap", "id bigint primary key, other bigint, region int")
+    admin.execute("insert into cf_hard.cap values (2, 20, 0)")  # not captured: no triggers
+    with pytest.raises(CaptureLost) as info:
+        captured.move_outbox(admin, 0)
+    assert "lost its capture triggers" in str(info.value)
+    logged = setup_feed(dbt, "cf_hard", "cap", "outbox", **CAP)
+    assert any("re-created the capture function and triggers" in m for m in logged), logged
+    admin.execute("insert into cf_hard.cap values (3, 30, 0)")
+    assert _keys(admin, captured, 0) == [(1,), (3,)]
+    # A disabled trigger counts as lost, and setup enables it again.
+    admin.execute("alter table cf_hard.cap disable trigger user")
+    with pytest.raises(CaptureLost):
+        captured.move_outbox(admin, 0)
+    setup_feed(dbt, "cf_hard", "cap", "outbox", **CAP)
+    admin.execute("insert into cf_hard.cap values (4, 40, 0)")
+    assert _keys(admin, captured, 0) == [(1,), (3,), (4,)]

@@ -6,7 +6,8 @@
   Contract: postgres__setup_feed returns exactly one of
     'created'   the feed did not exist and was set up;
     'updated'   it existed with other options, and its routines were re-created;
-    'repaired'  the config was unchanged but the capture triggers were missing (re-created);
+    'repaired'  the config was unchanged but the capture triggers were missing or disabled,
+                or the source's captured columns changed (the capture is re-created);
     'unchanged' nothing to do;
   and none when dbt is only parsing (execute is false).
 -#}
@@ -32,19 +33,20 @@
   rebuilt the table) re-creates them. Returns the contract's word (see the file header).
 -#}
 {% macro _postgres_setup_feed(spec) %}
+  {%- do spec.update({'capture_columns': changefeed._postgres_capture_columns(spec)}) -%}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {%- set signature = changefeed._postgres_key_signature(spec['keys']) -%}
   {%- set options = changefeed._postgres_feed_options(spec) -%}
   {%- set row = changefeed._postgres_registry_row(spec) -%}
   {%- set unchanged = row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
-  {%- if unchanged and not changefeed._postgres_capture_missing(ctx) -%}
+  {%- if unchanged and not changefeed._postgres_capture_needs_repair(ctx) -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
     {{ return('unchanged') }}
   {%- endif -%}
   {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_setup(spec, ctx, signature, options)) -%}
   {%- if unchanged -%}
-    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture triggers on " ~ ctx['q_source']
-               ~ " (the table was rebuilt or they were dropped)", info=true) -%}
+    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture function and triggers on " ~ ctx['q_source']
+               ~ " (the table was rebuilt or altered, or they were dropped or disabled)", info=true) -%}
     {{ return('repaired') }}
   {%- endif -%}
   {%- set action = 'created' if row is none else 'updated' -%}
@@ -101,6 +103,7 @@ begin
       -- Set up meanwhile by a concurrent setup with the same config, or (capture: trigger)
       -- the source table was rebuilt and lost its triggers.
 {{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_execute_all(changefeed._postgres_capture_routine_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
       return;
     end if;
@@ -179,6 +182,16 @@ end
     {%- do statements.append('revoke all on ' ~ word ~ ' ' ~ ctx['q'][kind] ~ ' from public') -%}
   {%- endfor -%}
   {{ return(statements) }}
+{% endmacro %}
+
+
+{#- The capture function's create and revoke statements (capture: trigger), or none. -#}
+{% macro _postgres_capture_routine_statements(ctx) %}
+  {%- if ctx['capture'] != 'trigger' -%}
+    {{ return([]) }}
+  {%- endif -%}
+  {{ return([changefeed._postgres_routine_capture(ctx),
+             'revoke all on function ' ~ ctx['q']['capture'] ~ ' from public']) }}
 {% endmacro %}
 
 

@@ -24,6 +24,7 @@
   Returns 'upgraded'.
 -#}
 {% macro _postgres_upgrade_feed(spec) %}
+  {%- do spec.update({'capture_columns': changefeed._postgres_capture_columns(spec)}) -%}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {%- set signature = changefeed._postgres_key_signature(spec['keys']) -%}
   {%- set options = changefeed._postgres_feed_options(spec) -%}

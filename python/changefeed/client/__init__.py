@@ -11,6 +11,7 @@ True
 
 from changefeed.client._errors import (
     BarrierTimeout,
+    CaptureLost,
     ChangefeedError,
     FeedNotFound,
     InvalidArgument,
@@ -21,6 +22,7 @@ from changefeed.client._errors import (
     UlidRangeError,
     WriteAbandoned,
     WriteInProgress,
+    WriteOutsideBlock,
     WrongMode,
 )
 from changefeed.client._names import FeedInfo, KeyColumn
@@ -39,6 +41,7 @@ __all__ = [
     "ZERO_ULID",
     "Barrier",
     "BarrierTimeout",
+    "CaptureLost",
     "ChangefeedError",
     "Event",
     "FeedInfo",
@@ -56,6 +59,7 @@ __all__ = [
     "Write",
     "WriteAbandoned",
     "WriteInProgress",
+    "WriteOutsideBlock",
     "WrongMode",
     "registered_feeds",
 ]
