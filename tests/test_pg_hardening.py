@@ -8,7 +8,7 @@ instead of capturing wrong keys.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,7 +24,12 @@ from tests.pg_feed_support import (
     teardown_feed,
 )
 
-from changefeed.client import CaptureLost, PostgresFeed
+from changefeed.client import (
+    Barrier,
+    CaptureLost,
+    InvalidArgument,
+    PostgresFeed,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -296,3 +301,101 @@ def test_a_recreated_source_table_is_reported_by_the_mover_until_setup_runs(
     setup_feed(dbt, "cf_hard", "cap", "outbox", **CAP)
     admin.execute("insert into cf_hard.cap values (4, 40, 0)")
     assert _keys(admin, captured, 0) == [(1,), (3,), (4,)]
+
+
+# -- inputs ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def inputs(dbt: Any, admin: psycopg.Connection[Any]) -> dict[str, dict[str, str]]:
+    """cf_hard.in_b (blocking) and cf_hard.in_o (outbox): their registered names."""
+    names = {}
+    for table, mode in (("in_b", "blocking"), ("in_o", "outbox")):
+        create_table(admin, "cf_hard", table, "id bigint primary key")
+        teardown_feed(dbt, "cf_hard", table)
+        setup_feed(dbt, "cf_hard", table, mode)
+        row = registry_row(admin, f"cf_hard.{table}")
+        assert row is not None
+        names[mode] = dict(row["names"])
+    return names
+
+
+def _q(name: str) -> str:
+    return 'changefeed."' + name.replace('"', '""') + '"'
+
+
+def test_public_routines_refuse_null_and_malformed_arguments(
+    inputs: dict[str, dict[str, str]], admin: psycopg.Connection[Any]
+) -> None:
+    for mode, names in inputs.items():
+        calls = [
+            f"select * from {_q(names['safe_point'])}(null)",
+            f"select * from {_q(names['barrier_acquire'])}(null)",
+            f"select {_q(names['barrier_check'])}(null, '\\x{'00' * 16}', 0)",
+            f"select {_q(names['barrier_check'])}(0, null, 0)",
+            f"select {_q(names['barrier_check'])}(0, '\\x{'00' * 15}', 0)",
+            f"select {_q(names['barrier_check'])}(0, '\\x{'00' * 17}', 0)",
+            f"select {_q(names['tombstone'])}(null, 1, 1)",
+            f"select {_q(names['tombstone'])}(0, null, 1)",
+            f"select {_q(names['tombstone'])}(0, 1, null)",
+            f"select * from {_q(names['read_feed'])}(0, '\\x{'00' * 15}', 10)",
+        ]
+        if mode == "outbox":
+            calls.append(f"select {_q(names['barrier_check'])}(0, '\\x{'00' * 16}', null)")
+        for call in calls:
+            with _sqlstate("CF007") as info:
+                admin.execute(call)
+            assert "changefeed:" in str(info.value), call
+    # The feed table holds 16-byte ULIDs only.
+    for bad in (15, 17):
+        with _sqlstate("23514"):
+            admin.execute(
+                f"insert into {_q(inputs['blocking']['feed'])} (shard_id, ulid, id) "
+                f"values (0, '\\x{'01' * bad}', 1)"
+            )
+
+
+def test_setup_adds_the_ulid_check_to_a_feed_that_lacks_it(
+    inputs: dict[str, dict[str, str]], dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    names = inputs["outbox"]
+    constraint = '"' + names["feed_ulid"].replace('"', '""') + '"'
+    admin.execute(f"alter table {_q(names['feed'])} drop constraint {constraint}")
+    logged = setup_feed(dbt, "cf_hard", "in_o", "outbox")
+    assert any("added the check that every ULID of the feed table is 16 bytes" in m for m in logged)
+    found = admin.execute(
+        "select count(*) from pg_constraint where conname = %s", (names["feed_ulid"],)
+    ).fetchone()
+    assert found == (1,)
+    assert setup_feed(dbt, "cf_hard", "in_o", "outbox") == [
+        "changefeed: feed cf_hard.in_o is already set up (outbox); nothing to do"
+    ]
+
+
+def test_the_client_refuses_malformed_arguments_before_any_round_trip() -> None:
+    feed = PostgresFeed("cf_hard.in_b")
+    conn: Any = None  # never reached: the checks come first
+    refused: list[Callable[[], object]] = [
+        lambda: feed.safe_point(conn, None),  # type: ignore[arg-type]
+        lambda: feed.safe_point(conn, True),
+        lambda: feed.safe_point(conn, 2**31),
+        lambda: feed.barrier_acquire(conn, "0"),  # type: ignore[arg-type]
+        lambda: feed.barrier_check(conn, Barrier(0, bytes(15), None)),
+        lambda: feed.barrier_check(conn, Barrier(0, bytes(17), None)),
+        lambda: feed.barrier_check(conn, Barrier(None, bytes(16), None)),  # type: ignore[arg-type]
+        lambda: feed.barrier_check(conn, (0, bytes(16))),  # type: ignore[arg-type]
+        lambda: feed.tombstone(conn, 0, None, 1),  # type: ignore[arg-type]
+        lambda: feed.tombstone(conn, 0, 1, 1.5),  # type: ignore[arg-type]
+        lambda: feed.read_page(conn, 0, bytes(15)),
+        lambda: feed.read_page(conn, 0, None),  # type: ignore[arg-type]
+        lambda: feed.read_page(conn, 0, bytes(16), page_size=0),
+        lambda: feed.move_outbox(conn, 0, max_rows=None),  # type: ignore[arg-type]
+        lambda: feed.insert_outbox(conn, None, [(1,)]),  # type: ignore[arg-type]
+        lambda: feed.insert_outbox(conn, 0, [(1,)], time_hint="2030-01-01"),  # type: ignore[arg-type]
+    ]
+    for call in refused:
+        with pytest.raises(InvalidArgument):
+            call()
+    with pytest.raises(InvalidArgument), feed.write(conn, None):  # type: ignore[arg-type]
+        pass
+

@@ -6,8 +6,9 @@
   Contract: postgres__setup_feed returns exactly one of
     'created'   the feed did not exist and was set up;
     'updated'   it existed with other options, and its routines were re-created;
-    'repaired'  the config was unchanged but the capture triggers were missing or disabled,
-                or the source's captured columns changed (the capture is re-created);
+    'repaired'  the config was unchanged but a constraint of a newer package was missing
+                (added), or the capture triggers were missing or disabled, or the source's
+                captured columns changed (the capture is re-created);
     'unchanged' nothing to do;
   and none when dbt is only parsing (execute is false).
 -#}
@@ -39,14 +40,21 @@
   {%- set options = changefeed._postgres_feed_options(spec) -%}
   {%- set row = changefeed._postgres_registry_row(spec) -%}
   {%- set unchanged = row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
-  {%- if unchanged and not changefeed._postgres_capture_needs_repair(ctx) -%}
+  {%- set repairs = [] -%}
+  {%- if unchanged and changefeed._postgres_constraints_missing(ctx) -%}
+    {%- do repairs.append("added the check that every ULID of the feed table is 16 bytes") -%}
+  {%- endif -%}
+  {%- if unchanged and changefeed._postgres_capture_needs_repair(ctx) -%}
+    {%- do repairs.append("re-created the capture function and triggers on " ~ ctx['q_source']
+                          ~ " (the table was rebuilt or altered, or they were dropped or disabled)") -%}
+  {%- endif -%}
+  {%- if unchanged and not repairs -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
     {{ return('unchanged') }}
   {%- endif -%}
   {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_setup(spec, ctx, signature, options)) -%}
   {%- if unchanged -%}
-    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture function and triggers on " ~ ctx['q_source']
-               ~ " (the table was rebuilt or altered, or they were dropped or disabled)", info=true) -%}
+    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": " ~ repairs | join('; '), info=true) -%}
     {{ return('repaired') }}
   {%- endif -%}
   {%- set action = 'created' if row is none else 'updated' -%}
@@ -102,6 +110,7 @@ begin
     if r.options = {{ lit(tojson(options)) }}::jsonb then
       -- Set up meanwhile by a concurrent setup with the same config, or (capture: trigger)
       -- the source table was rebuilt and lost its triggers.
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_capture_routine_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
@@ -110,6 +119,7 @@ begin
     -- Only the options changed: replace the routines, which embed them. `create or replace`
     -- keeps each routine's identity, so a call already running (a writer waiting in lock)
     -- finishes on the old body instead of failing with "cache lookup failed".
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}

@@ -16,6 +16,11 @@
 declare
   v_session record;
 begin
+  if p_shard_id is null or p_session_id is null or p_write_id is null then
+    raise exception using errcode = 'CF007',
+      message = 'changefeed: tombstone on ' || {{ ctx['lit_feed'] }}
+        || ' needs a shard_id, a session_id and a write_id (integers, from the pending session row), not null';
+  end if;
   update {{ q['session'] }} as se set state = 2, finished_at = pg_catalog.clock_timestamp()
    where se.shard_id = p_shard_id and se.session_id = p_session_id
      and se.write_id = p_write_id and se.state = 0
