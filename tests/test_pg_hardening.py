@@ -8,6 +8,7 @@ instead of capturing wrong keys.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +30,7 @@ from changefeed.client import (
     CaptureLost,
     InvalidArgument,
     PostgresFeed,
+    WriteAbandoned,
 )
 
 pytestmark = pytest.mark.postgres
@@ -398,4 +400,80 @@ def test_the_client_refuses_malformed_arguments_before_any_round_trip() -> None:
             call()
     with pytest.raises(InvalidArgument), feed.write(conn, None):  # type: ignore[arg-type]
         pass
+
+
+# -- bounded bookkeeping -------------------------------------------------------------------
+
+
+def test_connection_churn_leaves_the_session_table_bounded(
+    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    """3,000 short-lived connections, one write each, in 4 threads: the session table keeps
+    about one row per live writer (not one per backend ever seen), and the safe point and
+    the events are unaffected."""
+    create_table(admin, "cf_hard", "churn", "id bigint primary key")
+    teardown_feed(dbt, "cf_hard", "churn")
+    setup_feed(dbt, "cf_hard", "churn", "blocking")
+    row = registry_row(admin, "cf_hard.churn")
+    assert row is not None
+    session = _q(row["names"]["session"])
+    feed = PostgresFeed("cf_hard.churn")
+    ids = iter(range(3000))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def churn() -> None:
+        while True:
+            with lock:
+                i = next(ids, None)
+            if i is None:
+                return
+            try:
+                with connect(pg_uri) as conn, feed.write(conn, 0) as w:
+                    w.insert_events([(i,)])
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert errors == []
+    rows = admin.execute(f"select count(*) from {session}").fetchone()
+    assert rows is not None and rows[0] <= 64, rows  # cleaned every 16 writes; 4 live writers
+    point = feed.safe_point(admin, 0)
+    assert point.pending == 0 and point.safe_point == point.head
+    events = []
+    cursor = bytes(16)
+    while page := feed.read_page(admin, 0, cursor, page_size=1000).events:
+        events.extend(page)
+        cursor = page[-1].ulid
+    assert sorted(e.key[0] for e in events) == list(range(3000))
+
+
+def test_incidents_keep_the_newest_thousand_per_shard(
+    inputs: dict[str, dict[str, str]], admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    names = inputs["blocking"]
+    incident = _q(names["incident"])
+    admin.execute(
+        f"insert into {incident} (shard_id, generation, detected_at, reason) "
+        "select 7, 0, now() - make_interval(secs => g), 'tombstone' from generate_series(1, 1100) g"
+    )
+    admin.execute(
+        f"insert into {incident} (shard_id, generation, detected_at, reason) "
+        "select 8, 0, now(), 'tombstone' from generate_series(1, 5)"
+    )
+    feed = PostgresFeed("cf_hard.in_b")
+    with connect(pg_uri) as conn, pytest.raises(WriteAbandoned), feed.write(conn, 7) as w:
+        assert feed.tombstone(admin, 7, conn.info.backend_pid, w.write_id)
+    counts = dict(admin.execute(f"select shard_id, count(*) from {incident} group by 1").fetchall())
+    assert counts == {7: 1000, 8: 5}
+    newest = admin.execute(
+        f"select holder_write_id from {incident} where shard_id = 7 "
+        "order by detected_at desc limit 1"
+    ).fetchone()
+    assert newest == (w.write_id,)
 

@@ -195,6 +195,7 @@ begin
                   cf.v_holder.session_id, cf.v_holder.write_id,
                   {{ changefeed._postgres_sql_epoch_ms('pg_catalog.clock_timestamp()') }}
                     - {{ changefeed._postgres_sql_epoch_ms('cf.v_started') }});
+{{ changefeed._postgres_sql_incident_trim(ctx, 'p_shard_id') }}
         exception when sqlstate 'CF000' then
           null;
         end;
@@ -243,6 +244,23 @@ begin
        where st.shard_id = p_shard_id;
 
       v_seq := pg_catalog.nextval({{ ctx['lit_sequence'] }}::pg_catalog.regclass);
+      -- Clean (protocol section 6): one lock call in {{ ctx['session_clean_every'] }} (by write id) deletes the
+      -- shard's finished sessions (committed or abandoned) of backends that have exited, so
+      -- the table stays near one row per live writer and shard however many connections
+      -- come and go. Never a pending row (state 0): those are what the safe point reads,
+      -- and the re-check under the row lock keeps one that a racing call made pending.
+      -- SKIP LOCKED: never wait for a write that is committing.
+      if v_seq % {{ ctx['session_clean_every'] }} = 0 then
+        delete from {{ q['session'] }} as se
+         where (se.shard_id, se.session_id) in (
+                 select s2.shard_id, s2.session_id from {{ q['session'] }} as s2
+                  where s2.shard_id = p_shard_id and s2.state <> 0
+                    and s2.session_id <> pg_catalog.pg_backend_pid()
+                    and s2.session_id not in (select a.pid from pg_catalog.pg_stat_get_activity(null) as a
+                                               where a.pid is not null)
+                  for update skip locked)
+           and se.state <> 0;
+      end if;
       insert into {{ q['session'] }} as se
         (shard_id, session_id, write_id, state, generation, time_ms, ulid_high, block_start,
          first_ulid, before_ulid, expected_time_ms, expected_high, expected_low, started_at, finished_at)
