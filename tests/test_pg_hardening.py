@@ -29,9 +29,12 @@ from changefeed.client import (
     Barrier,
     CaptureLost,
     InvalidArgument,
+    NoWriteInProgress,
     PostgresFeed,
     WriteAbandoned,
+    WriteOutsideBlock,
 )
+from changefeed.client._errors import translate
 
 pytestmark = pytest.mark.postgres
 
@@ -477,3 +480,53 @@ def test_incidents_keep_the_newest_thousand_per_shard(
     ).fetchone()
     assert newest == (w.write_id,)
 
+
+# -- trusted writers --------------------------------------------------------------------------
+
+
+def test_a_blocking_writer_cannot_insert_outside_its_shard_and_block(
+    inputs: dict[str, dict[str, str]], admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    names = inputs["blocking"]
+    table = _q(names["feed"])
+    feed = PostgresFeed("cf_hard.in_b")
+    below = bytes(15) + b"\x01"  # below every consumer's cursor: never read
+    with connect(pg_uri) as conn:
+        feed.info(conn)
+        with as_role(conn, names["writer_role"]):
+            with pytest.raises(NoWriteInProgress):
+                try:
+                    conn.execute(
+                        f"insert into {table} (shard_id, ulid, id) values (0, %s, 1)", (below,)
+                    )
+                except psycopg.Error as exc:
+                    raise translate(exc) from exc
+            conn.rollback()
+            insert = f"insert into {table} (shard_id, ulid, id) values (%s, {{}}, 2)"
+            with pytest.raises(WriteOutsideBlock), feed.write(conn, 0):
+                conn.execute(insert.format("%s"), (0, below))
+            with pytest.raises(WriteOutsideBlock), feed.write(conn, 0) as w:
+                conn.execute(insert.format(w.ulid_sql), (1,))  # its block, another shard
+            # A row after the block (another write's) is refused as well; inside it is fine.
+            with pytest.raises(WriteOutsideBlock), feed.write(conn, 0) as w:
+                after = w.ulid_high + (w.block_start + 2**36).to_bytes(8, "big", signed=True)
+                conn.execute(
+                    f"insert into {table} (shard_id, ulid, id) values (0, %s, 3)", (after,)
+                )
+            with feed.write(conn, 0) as w:
+                w.insert_events([(4,)])
+    assert [e.key for e in feed.read_page(admin, 0).events] == [(4,)]
+
+
+def test_setup_adds_the_guard_to_a_blocking_feed_that_lacks_it(
+    inputs: dict[str, dict[str, str]], dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    names = inputs["blocking"]
+    trigger = '"' + names["guard"].replace('"', '""') + '"'
+    admin.execute(f"drop trigger {trigger} on {_q(names['feed'])}")
+    logged = setup_feed(dbt, "cf_hard", "in_b", "blocking")
+    assert any("added the guard trigger" in m for m in logged), logged
+    found = admin.execute(
+        "select count(*) from pg_trigger where tgname = %s", (names["guard"],)
+    ).fetchone()
+    assert found == (1,)

@@ -41,8 +41,8 @@
   {%- set row = changefeed._postgres_registry_row(spec) -%}
   {%- set unchanged = row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
   {%- set repairs = [] -%}
-  {%- if unchanged and changefeed._postgres_constraints_missing(ctx) -%}
-    {%- do repairs.append("added the check that every ULID of the feed table is 16 bytes") -%}
+  {%- if unchanged -%}
+    {%- do repairs.extend(changefeed._postgres_constraints_missing(ctx)) -%}
   {%- endif -%}
   {%- if unchanged and changefeed._postgres_capture_needs_repair(ctx) -%}
     {%- do repairs.append("re-created the capture function and triggers on " ~ ctx['q_source']
@@ -111,6 +111,10 @@ begin
       -- Set up meanwhile by a concurrent setup with the same config, or (capture: trigger)
       -- the source table was rebuilt and lost its triggers.
 {{ changefeed._postgres_sql_constraints_sync(ctx) }}
+{%- if ctx['mode'] == 'blocking' %}
+{{ changefeed._postgres_execute_all([changefeed._postgres_routine_guard(ctx), 'revoke all on function ' ~ ctx['q']['guard'] ~ ' from public']) }}
+{%- endif %}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_capture_routine_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
@@ -123,6 +127,7 @@ begin
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
     update {{ registry }} as f
        set options = {{ lit(tojson(options)) }}::jsonb, names = {{ lit(tojson(ctx['n'])) }}::jsonb,
@@ -144,6 +149,7 @@ begin
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx)) }}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   insert into {{ registry }} as f
     (feed_id, source_database, source_schema, source_table, source_relation, mode, key_signature,
@@ -216,7 +222,7 @@ end
   {%- set kinds = [('lock_try', 'function')] -%}
   {%- if mode != 'outbox' -%}
     {%- do kinds.extend([('lock_wait', 'function'), ('lock', 'procedure'), ('ulid', 'function'),
-                         ('update_state', 'function'), ('release', 'function')]) -%}
+                         ('update_state', 'function'), ('release', 'function'), ('guard', 'function')]) -%}
   {%- endif -%}
   {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
                        ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function')]) -%}

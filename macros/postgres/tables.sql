@@ -18,13 +18,24 @@
 {%- endmacro %}
 
 
-{#- True when the feed's tables lack a constraint that _postgres_sql_constraints_sync adds. -#}
+{#- What setup must add to the feed's tables, as phrases for its log: the feed table's ULID
+    check, and (blocking) its guard trigger. Empty when nothing is missing. -#}
 {% macro _postgres_constraints_missing(ctx) %}
+  {%- set lit = changefeed._postgres_literal -%}
   {%- set found = changefeed._postgres_query_json(
-      "select pg_catalog.json_build_object('n', pg_catalog.count(*)) from pg_catalog.pg_constraint as k"
-      ~ " where k.conrelid = pg_catalog.to_regclass(" ~ changefeed._postgres_literal(ctx['q']['feed']) ~ ")"
-      ~ " and k.conname = " ~ changefeed._postgres_literal(ctx['n']['feed_ulid'])) -%}
-  {{ return(found['n'] == 0) }}
+      "select pg_catalog.json_build_object('check', (select pg_catalog.count(*) from pg_catalog.pg_constraint as k"
+      ~ " where k.conrelid = pg_catalog.to_regclass(" ~ lit(ctx['q']['feed']) ~ ")"
+      ~ " and k.conname = " ~ lit(ctx['n']['feed_ulid']) ~ "), 'guard', (select pg_catalog.count(*)"
+      ~ " from pg_catalog.pg_trigger as t where t.tgrelid = pg_catalog.to_regclass(" ~ lit(ctx['q']['feed']) ~ ")"
+      ~ " and t.tgname = " ~ lit(ctx['n'].get('guard', '')) ~ "))") -%}
+  {%- set missing = [] -%}
+  {%- if found['check'] == 0 -%}
+    {%- do missing.append("added the check that every ULID of the feed table is 16 bytes") -%}
+  {%- endif -%}
+  {%- if ctx['mode'] == 'blocking' and found['guard'] == 0 -%}
+    {%- do missing.append("added the guard trigger that keeps each write's rows in its shard and block") -%}
+  {%- endif -%}
+  {{ return(missing) }}
 {% endmacro %}
 
 

@@ -90,6 +90,7 @@ begin
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   update {{ registry }} as f
      set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,
