@@ -17,6 +17,7 @@ import pytest
 from psycopg import errors
 from tests.support.dbt_harness import DbtError
 from tests.support.pg_feeds import (
+    RENDER_SPEC,
     as_role,
     connect,
     create_table,
@@ -34,13 +35,7 @@ from changefeed.client import PostgresFeed, WriteAbandoned
 
 pytestmark = pytest.mark.postgres
 
-SPEC = (
-    "{'feed_id': 'cf_render.t', 'database': 'postgres', 'source_schema': 'cf_render',"
-    " 'source_table': 't', 'source_relation': '\"postgres\".\"cf_render\".\"t\"',"
-    " 'schema': 'changefeed', 'mode': MODE, 'keys': [{'name': 'id', 'data_type': 'bigint',"
-    " 'collation': none}], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20, 'block_bits': 36,"
-    " 'protocol_version': 2}"
-)
+SPEC = RENDER_SPEC
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +153,7 @@ def test_setup_creates_every_object_then_a_second_setup_is_a_no_op(
         "state", "feed", "session", "incident", "sequence", "lock", "lock_wait", "lock_try",
         "ulid", "update_state", "release", "read_feed", "safe_point", "tombstone",
         "barrier_acquire", "barrier_check", "shards", "feed_pk", "state_pk", "session_pk",
-        "writer_role", "reader_role",
+        "feed_ulid", "guard", "writer_role", "reader_role",
     }  # fmt: skip
     oids = object_oids(admin, names)
     assert set(oids) == expected_kinds

@@ -385,8 +385,8 @@ def test_a_rebuilt_table_gets_its_triggers_back_and_teardown_removes_them(
         dbt, "cf_capture", "orders", "outbox", capture="trigger", shard="customer_id % 4"
     )
     assert logged == [
-        "changefeed: feed cf_capture.orders: re-created the capture triggers on "
-        '"cf_capture"."orders" (the table was rebuilt or they were dropped)'
+        "changefeed: feed cf_capture.orders: re-created the capture function and triggers on "
+        '"cf_capture"."orders" (the table was rebuilt or altered, or they were dropped or disabled)'
     ]
     assert len(triggers(admin, "cf_capture", "orders")) == 4
 

@@ -65,6 +65,8 @@
       'max_ms': 2 ** 48 - 1,
       'stall_timeout_ms': spec.get('stall_timeout_ms', 5000),
       'lock_probe_ms': spec.get('lock_probe_ms', 20),
+      'session_clean_every': 16,
+      'incident_keep': 1000,
   }) }}
 {% endmacro %}
 
@@ -84,8 +86,8 @@
 {% macro _postgres_feed_names(spec, mode) %}
   {%- set common = ['state', 'feed', 'session', 'incident', 'sequence', 'read_feed', 'safe_point',
                     'tombstone', 'barrier_acquire', 'barrier_check', 'shards', 'lock_try',
-                    'feed_pk', 'state_pk', 'session_pk'] -%}
-  {%- set blocking = ['lock', 'lock_wait', 'ulid', 'update_state', 'release'] -%}
+                    'feed_pk', 'state_pk', 'session_pk', 'feed_ulid'] -%}
+  {%- set blocking = ['lock', 'lock_wait', 'ulid', 'update_state', 'release', 'guard'] -%}
   {%- set outbox = ['outbox', 'move_outbox', 'outbox_pk', 'outbox_txid', 'outbox_hint'] -%}
   {%- set kinds = common + (blocking if mode != 'outbox' else []) + (outbox if mode != 'blocking' else []) -%}
   {%- set names = {} -%}

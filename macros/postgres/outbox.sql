@@ -45,6 +45,22 @@ begin
     raise exception using errcode = 'CF007',
       message = 'changefeed: move_outbox on ' || {{ ctx['lit_feed'] }} || ' needs a shard_id and max_rows of at least 1';
   end if;
+{%- if ctx['capture'] == 'trigger' %}
+  -- capture: trigger: a source table re-created (or altered) without setup has lost its
+  -- triggers, and its writes are no longer captured. Readers call the mover at the head,
+  -- so this is where a silent loss of events becomes an error.
+  if (select pg_catalog.count(*) from pg_catalog.pg_trigger as t
+       where t.tgrelid = pg_catalog.to_regclass({{ ctx['lit_source'] }}) and t.tgenabled <> 'D'
+         and t.tgname = any (array[{{ changefeed._postgres_capture_trigger_literals(ctx) }}]::name[])) < 4
+     and pg_catalog.to_regclass({{ ctx['lit_source'] }}) is not null then
+    raise exception using errcode = 'CF011',
+      message = 'changefeed: the source table ' || {{ ctx['lit_source'] }} || ' of the feed ' || {{ ctx['lit_feed'] }}
+        || ' (capture: trigger) has lost its capture triggers or has them disabled: it was re-created or'
+        || ' altered without running setup, and its writes since then are not in the feed',
+      hint = 'Run `dbt run-operation changefeed.setup_feed` with the feed''s config to re-create the triggers;'
+        || ' then re-emit the changes made meanwhile (for example update the affected rows).';
+  end if;
+{%- endif %}
   if not {{ q['lock_try'] }}(pg_catalog.hashtextextended({{ ctx['lit_mover_prefix'] }} || p_shard_id::text, 0),
                              {{ ctx['stall_timeout_ms'] }}, true) then
     return;
@@ -130,9 +146,45 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
     SECURITY DEFINER: the writer needs rights on the source table only. -#}
 {% macro _postgres_routine_capture(ctx) %}
   {%- set lit = changefeed._postgres_literal -%}
+  {%- set columns = ctx['spec'].get('capture_columns') or [] -%}
+  {%- set rows = [] -%}
+  {%- set shown = [] -%}
+  {%- set column_names = [] -%}
+  {%- for c in columns -%}
+    {%- do column_names.append(lit(c['name'])) -%}
+    {%- do rows.append('(' ~ lit(c['name']) ~ '::name, ' ~ c['attnum'] ~ '::smallint, ' ~ c['typid'] ~ '::oid, '
+                       ~ c['typmod'] ~ ', ' ~ c['collation'] ~ '::oid)') -%}
+    {%- do shown.append(changefeed._postgres_ident(c['name']) ~ ' ' ~ c['type'] ~ ' (column ' ~ c['attnum'] ~ ')') -%}
+  {%- endfor -%}
   {%- set body -%}
 #variable_conflict use_column
 begin
+{%- if columns %}
+  -- {{ changefeed._postgres_capture_identity(columns) }}
+  -- The statements below were planned against these columns of the transition tables,
+  -- and a plan over a transition table is not invalidated when the source's columns are
+  -- renamed, swapped or retyped: it would read the wrong column. So every statement first
+  -- checks that the captured columns (the key and those the shard expression names) still
+  -- have the name, position, type and collation they had at setup (one indexed catalogue
+  -- lookup per column, per statement).
+  if (select pg_catalog.count(*) from pg_catalog.pg_attribute as a
+       where a.attrelid = tg_relid and not a.attisdropped
+         and (a.attname, a.attnum, a.atttypid, a.atttypmod, a.attcollation)
+             in ({{ rows | join(', ') }})) <> {{ columns | length }} then
+    raise exception using errcode = 'CF010',
+      message = 'changefeed: the columns of ' || {{ ctx['lit_source'] }} || ' that the feed ' || {{ ctx['lit_feed'] }}
+        || ' captures changed since setup (set up with ' || {{ lit(shown | join(', ')) }} || '; now '
+        || coalesce((select pg_catalog.string_agg(pg_catalog.quote_ident(a.attname) || ' '
+                              || pg_catalog.format_type(a.atttypid, a.atttypmod) || ' (column ' || a.attnum::text || ')',
+                              ', ' order by a.attnum)
+                       from pg_catalog.pg_attribute as a
+                      where a.attrelid = tg_relid and not a.attisdropped and a.attnum > 0
+                        and a.attname = any (array[{{ column_names | join(', ') }}]::name[])),
+                    'none of them')
+        || '); this write is refused so that no event carries a wrong key',
+      hint = {{ lit("Run `dbt run-operation changefeed.setup_feed` with the feed's config (it re-creates the capture for the columns as they are now); if a key column's type changed, change it back, or tear the feed down and set it up again.") }};
+  end if;
+{%- endif %}
   -- The source's columns may be named like PL/pgSQL variables (found, tg_op): use_column
   -- makes them mean the column in the shard expression.
   if tg_op = 'INSERT' then
@@ -273,6 +325,8 @@ $cf_seed$
     {%- if ctx['capture'] == 'trigger' -%}
       {%- do lines.append('  if not ' ~ exists ~ ' then\n    execute ' ~ lit('create trigger ' ~ name ~ ' ' ~ events[kind]
           ~ ' for each statement execute function ' ~ ctx['q']['capture'] ~ '()') ~ ';\n  end if;') -%}
+      {%- do lines.append('  if ' ~ exists[:-1] ~ " and t.tgenabled = 'D') then\n    execute "
+          ~ lit('alter table ' ~ ctx['q_source'] ~ ' enable trigger ' ~ name) ~ ';\n  end if;') -%}
     {%- else -%}
       {%- do lines.append('  if ' ~ exists ~ ' then\n    execute ' ~ lit('drop trigger ' ~ name ~ ' on ' ~ ctx['q_source']) ~ ';\n  end if;') -%}
     {%- endif -%}
@@ -285,18 +339,66 @@ $cf_seed$
 {% endmacro %}
 
 
-{#- True when capture: trigger and the source table lacks one of its capture triggers. -#}
-{% macro _postgres_capture_missing(ctx) %}
+{#- True when capture: trigger and the source table lacks one of its capture triggers (or
+    has it disabled), or the capture function was generated for other columns (the source
+    was altered or re-created since setup). -#}
+{% macro _postgres_capture_needs_repair(ctx) %}
   {%- if ctx['capture'] != 'trigger' -%}
     {{ return(false) }}
   {%- endif -%}
+  {%- set identity = changefeed._postgres_capture_identity(ctx['spec'].get('capture_columns') or []) -%}
+  {%- set found = changefeed._postgres_query_json(
+      "select pg_catalog.json_build_object('n', (select pg_catalog.count(*) from pg_catalog.pg_trigger as t"
+      ~ " where t.tgrelid = pg_catalog.to_regclass(" ~ ctx['lit_source'] ~ ") and t.tgenabled <> 'D'"
+      ~ " and t.tgname = any (array[" ~ changefeed._postgres_capture_trigger_literals(ctx) ~ "]::text[])),"
+      ~ " 'same', coalesce((select pg_catalog.strpos(p.prosrc, " ~ changefeed._postgres_literal(identity) ~ ") > 0"
+      ~ " from pg_catalog.pg_proc as p where p.oid = pg_catalog.to_regprocedure("
+      ~ changefeed._postgres_literal(ctx['q']['capture'] ~ '()') ~ ")), false))") -%}
+  {{ return(found['n'] != changefeed._postgres_capture_trigger_kinds() | length or not found['same']) }}
+{% endmacro %}
+
+
+{#- The columns a capture: trigger feed captures (its key, and the source columns named in
+    its shard expression) as the catalogue has them now: [{name, attnum, typid, typmod,
+    collation, type}]. The capture function checks them on every statement (CF010). -#}
+{% macro _postgres_capture_columns(spec) %}
+  {%- if spec.get('capture') != 'trigger' -%}
+    {{ return([]) }}
+  {%- endif -%}
+  {%- set source = changefeed._postgres_ident(spec['source_schema']) ~ '.' ~ changefeed._postgres_ident(spec['source_table']) -%}
+  {%- set all = changefeed._postgres_query_json("
+    select pg_catalog.json_agg(pg_catalog.json_build_object(
+             'name', a.attname, 'attnum', a.attnum, 'typid', a.atttypid, 'typmod', a.atttypmod,
+             'collation', a.attcollation, 'type', pg_catalog.format_type(a.atttypid, a.atttypmod))
+           order by a.attnum)
+      from pg_catalog.pg_attribute as a
+     where a.attrelid = pg_catalog.to_regclass(" ~ changefeed._postgres_literal(source) ~ ")
+       and a.attnum > 0 and not a.attisdropped") or [] -%}
+  {#- Identifiers of the shard expression: "quoted" as written, plain ones folded to lower case. -#}
+  {%- set named = [] -%}
+  {%- for quoted, plain in modules.re.findall('"((?:[^"]|"")*)"|([A-Za-z_][A-Za-z0-9_$]*)', spec.get('shard') or '') -%}
+    {%- do named.append(quoted.replace('""', '"') if quoted else plain.lower()) -%}
+  {%- endfor -%}
+  {%- set keys = spec['keys'] | map(attribute='name') | list -%}
+  {{ return(all | selectattr('name', 'in', keys + named) | list) }}
+{% endmacro %}
+
+
+{#- The capture trigger names as a list of literals (for an array[...]). -#}
+{% macro _postgres_capture_trigger_literals(ctx) %}
   {%- set names = [] -%}
   {%- for kind in changefeed._postgres_capture_trigger_kinds() -%}
     {%- do names.append(changefeed._postgres_literal(ctx['capture_names'][kind])) -%}
   {%- endfor -%}
-  {%- set found = changefeed._postgres_query_json(
-      "select pg_catalog.json_build_object('n', pg_catalog.count(*)) from pg_catalog.pg_trigger as t"
-      ~ " where t.tgrelid = pg_catalog.to_regclass(" ~ ctx['lit_source'] ~ ")"
-      ~ " and t.tgname = any (array[" ~ names | join(', ') ~ "]::text[])") -%}
-  {{ return(found['n'] != names | length) }}
+  {{ return(names | join(', ')) }}
+{% endmacro %}
+
+
+{#- The comment line that identifies the columns a capture function was generated for. -#}
+{% macro _postgres_capture_identity(columns) %}
+  {%- set parts = [] -%}
+  {%- for c in columns -%}
+    {%- do parts.append(c['attnum'] ~ ':' ~ c['typid'] ~ ':' ~ c['typmod'] ~ ':' ~ c['collation'] ~ ':' ~ tojson(c['name'])) -%}
+  {%- endfor -%}
+  {{ return('captured columns: ' ~ parts | join(' ')) }}
 {% endmacro %}

@@ -90,6 +90,9 @@ as
 {% macro _postgres_routine_safe_point(ctx) %}
   {%- set q = ctx['q'] -%}
   {%- set body -%}
+begin
+{{ changefeed._postgres_sql_require_shard(ctx, 'safe_point') }}
+  return query
 select least(h.head, p.first_pending) as safe_point, h.head, p.pending
   from (select coalesce(
                  (select st.ulid_high || pg_catalog.int8send(st.ulid_low - 1)
@@ -101,15 +104,25 @@ select least(h.head, p.first_pending) as safe_point, h.head, p.pending
                  order by se.before_ulid limit 1) as first_pending,
                (select pg_catalog.count(*)::integer
                   from {{ q['session'] }} as se
-                 where se.shard_id = $1 and se.state = 0) as pending) as p
+                 where se.shard_id = $1 and se.state = 0) as pending) as p;
+end
   {%- endset -%}
   {{ return('create or replace function ' ~ q['safe_point'] ~ '(p_shard_id integer)
 returns table (safe_point bytea, head bytea, pending integer)
-language sql stable
+language plpgsql stable
 security definer
 set search_path = pg_catalog, pg_temp
 as ' ~ changefeed._postgres_dollar_quote(body)) }}
 {% endmacro %}
+
+
+{#- PL/pgSQL: refuse a null p_shard_id with CF007 naming the routine (protocol C4). -#}
+{% macro _postgres_sql_require_shard(ctx, routine) %}
+  if p_shard_id is null then
+    raise exception using errcode = 'CF007',
+      message = 'changefeed: {{ routine }} on ' || {{ ctx['lit_feed'] }} || ' needs a shard_id (an integer), not null';
+  end if;
+{%- endmacro %}
 
 
 {#- shards:<feed>() -> setof shard_id: the feed's shards, in order: those with a state row

@@ -6,7 +6,9 @@
   Contract: postgres__setup_feed returns exactly one of
     'created'   the feed did not exist and was set up;
     'updated'   it existed with other options, and its routines were re-created;
-    'repaired'  the config was unchanged but the capture triggers were missing (re-created);
+    'repaired'  the config was unchanged but a constraint of a newer package was missing
+                (added), or the capture triggers were missing or disabled, or the source's
+                captured columns changed (the capture is re-created);
     'unchanged' nothing to do;
   and none when dbt is only parsing (execute is false).
 -#}
@@ -34,12 +36,21 @@
   the file header).
 -#}
 {% macro _postgres_setup_feed(spec) %}
+  {%- do spec.update({'capture_columns': changefeed._postgres_capture_columns(spec)}) -%}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {%- set signature = changefeed._postgres_key_signature(spec['keys']) -%}
   {%- set options = changefeed._postgres_feed_options(spec) -%}
   {%- set row = changefeed._postgres_registry_row(spec) -%}
   {%- set unchanged = row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
-  {%- if unchanged and not changefeed._postgres_capture_missing(ctx) -%}
+  {%- set repairs = [] -%}
+  {%- if unchanged -%}
+    {%- do repairs.extend(changefeed._postgres_constraints_missing(ctx)) -%}
+  {%- endif -%}
+  {%- if unchanged and changefeed._postgres_capture_needs_repair(ctx) -%}
+    {%- do repairs.append("re-created the capture function and triggers on " ~ ctx['q_source']
+                          ~ " (the table was rebuilt or altered, or they were dropped or disabled)") -%}
+  {%- endif -%}
+  {%- if unchanged and not repairs -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
     {{ return('unchanged') }}
   {%- endif -%}
@@ -51,8 +62,7 @@
     {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_seed(ctx)) -%}
   {%- endif -%}
   {%- if unchanged -%}
-    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture triggers on " ~ ctx['q_source']
-               ~ " (the table was rebuilt or they were dropped)", info=true) -%}
+    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": " ~ repairs | join('; '), info=true) -%}
     {{ return('repaired') }}
   {%- endif -%}
   {%- set action = 'created' if row is none else 'updated' -%}
@@ -108,16 +118,24 @@ begin
     if r.options = {{ lit(tojson(options)) }}::jsonb then
       -- Set up meanwhile by a concurrent setup with the same config, or (capture: trigger)
       -- the source table was rebuilt and lost its triggers.
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}
+{%- if ctx['mode'] == 'blocking' %}
+{{ changefeed._postgres_execute_all([changefeed._postgres_routine_guard(ctx), 'revoke all on function ' ~ ctx['q']['guard'] ~ ' from public']) }}
+{%- endif %}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_execute_all(changefeed._postgres_capture_routine_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
       return;
     end if;
     -- Only the options changed: replace the routines, which embed them. `create or replace`
     -- keeps each routine's identity, so a call already running (a writer waiting in lock)
     -- finishes on the old body instead of failing with "cache lookup failed".
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
     update {{ registry }} as f
        set options = {{ lit(tojson(options)) }}::jsonb, names = {{ lit(tojson(ctx['n'])) }}::jsonb,
@@ -139,6 +157,7 @@ begin
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx)) }}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   insert into {{ registry }} as f
     (feed_id, source_database, source_schema, source_table, source_relation, mode, key_signature,
@@ -190,6 +209,16 @@ end
 {% endmacro %}
 
 
+{#- The capture function's create and revoke statements (capture: trigger), or none. -#}
+{% macro _postgres_capture_routine_statements(ctx) %}
+  {%- if ctx['capture'] != 'trigger' -%}
+    {{ return([]) }}
+  {%- endif -%}
+  {{ return([changefeed._postgres_routine_capture(ctx),
+             'revoke all on function ' ~ ctx['q']['capture'] ~ ' from public']) }}
+{% endmacro %}
+
+
 {#-
   The feed's routines for a mode, in creation order, as (kind, 'function' | 'procedure'):
   the one list of routines. capture: the trigger function of capture: trigger (mode none:
@@ -201,7 +230,7 @@ end
   {%- set kinds = [('lock_try', 'function')] -%}
   {%- if mode != 'outbox' -%}
     {%- do kinds.extend([('lock_wait', 'function'), ('lock', 'procedure'), ('ulid', 'function'),
-                         ('update_state', 'function'), ('release', 'function')]) -%}
+                         ('update_state', 'function'), ('release', 'function'), ('guard', 'function')]) -%}
   {%- endif -%}
   {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
                        ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function')]) -%}

@@ -4,6 +4,41 @@
 -#}
 
 
+{#- PL/pgSQL for setup and upgrade: add the constraints a feed set up by an older package
+    lacks (the feed table's `octet_length(ulid) = 16` check). Adding it reads the whole feed
+    table once, under its lock; a row that is not 16 bytes fails the setup with the
+    constraint's name (delete that row: no reader can ever pass it). -#}
+{% macro _postgres_sql_constraints_sync(ctx) %}
+  if not exists (select 1 from pg_catalog.pg_constraint as k
+                  where k.conrelid = pg_catalog.to_regclass({{ changefeed._postgres_literal(ctx['q']['feed']) }})
+                    and k.conname = {{ changefeed._postgres_literal(ctx['n']['feed_ulid']) }}) then
+    execute {{ changefeed._postgres_literal('alter table ' ~ ctx['q']['feed'] ~ ' add constraint '
+                ~ changefeed._postgres_ident(ctx['n']['feed_ulid']) ~ ' check (pg_catalog.octet_length(ulid) = 16)') }};
+  end if;
+{%- endmacro %}
+
+
+{#- What setup must add to the feed's tables, as phrases for its log: the feed table's ULID
+    check, and (blocking) its guard trigger. Empty when nothing is missing. -#}
+{% macro _postgres_constraints_missing(ctx) %}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set found = changefeed._postgres_query_json(
+      "select pg_catalog.json_build_object('check', (select pg_catalog.count(*) from pg_catalog.pg_constraint as k"
+      ~ " where k.conrelid = pg_catalog.to_regclass(" ~ lit(ctx['q']['feed']) ~ ")"
+      ~ " and k.conname = " ~ lit(ctx['n']['feed_ulid']) ~ "), 'guard', (select pg_catalog.count(*)"
+      ~ " from pg_catalog.pg_trigger as t where t.tgrelid = pg_catalog.to_regclass(" ~ lit(ctx['q']['feed']) ~ ")"
+      ~ " and t.tgname = " ~ lit(ctx['n'].get('guard', '')) ~ "))") -%}
+  {%- set missing = [] -%}
+  {%- if found['check'] == 0 -%}
+    {%- do missing.append("added the check that every ULID of the feed table is 16 bytes") -%}
+  {%- endif -%}
+  {%- if ctx['mode'] == 'blocking' and found['guard'] == 0 -%}
+    {%- do missing.append("added the guard trigger that keeps each write's rows in its shard and block") -%}
+  {%- endif -%}
+  {{ return(missing) }}
+{% endmacro %}
+
+
 {#- In creation order: the outbox's order_sequence default reads the sequence. -#}
 {% macro _postgres_tables_statements(ctx) %}
   {%- set q = ctx['q'] -%}
@@ -23,7 +58,8 @@
   shard_id integer not null,
   ulid bytea not null,
   ' ~ ctx['key_defs'] ~ ',
-  constraint ' ~ ident(n['feed_pk']) ~ ' primary key (shard_id, ulid)
+  constraint ' ~ ident(n['feed_pk']) ~ ' primary key (shard_id, ulid),
+  constraint ' ~ ident(n['feed_ulid']) ~ ' check (pg_catalog.octet_length(ulid) = 16)
 )') -%}
   {%- do statements.append('create table ' ~ q['session'] ~ ' (
   shard_id integer not null,

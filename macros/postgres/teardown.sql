@@ -100,7 +100,8 @@ end
   {%- set statements = [] -%}
   {%- for kind, word in changefeed._postgres_routine_kinds(ctx['mode']) | reverse -%}
     {%- if kind in ctx['q'] -%}
-      {%- do statements.append('drop ' ~ word ~ ' if exists ' ~ ctx['q'][kind]) -%}
+      {#- cascade: the guard function's trigger on the feed table goes with it. -#}
+      {%- do statements.append('drop ' ~ word ~ ' if exists ' ~ ctx['q'][kind] ~ (' cascade' if kind == 'guard' else '')) -%}
     {%- endif -%}
   {%- endfor -%}
   {{ return(statements) }}

@@ -17,20 +17,27 @@ declare
   a text[] := pg_catalog.string_to_array(pg_catalog.current_setting({{ ctx['lit_guc'] }}, true), ' ');
   i bigint;
 begin
+  -- Every operator is qualified (OPERATOR(pg_catalog.x)) and messages use pg_catalog.concat:
+  -- this runs with the caller's search_path, which may put a schema before pg_catalog.
   if a[3] is null then
     raise exception using errcode = 'CF004',
-      message = 'changefeed: no write is in progress on this connection for feed ' || {{ ctx['lit_feed'] }},
-      hint = 'Call the procedure ' || {{ changefeed._postgres_literal(ctx['q']['lock']) }} || ' outside a transaction first.';
+      message = pg_catalog.concat('changefeed: no write is in progress on this connection for feed ', {{ ctx['lit_feed'] }}),
+      hint = pg_catalog.concat('Call the procedure ', {{ changefeed._postgres_literal(ctx['q']['lock']) }}, ' outside a transaction first.');
   end if;
-  i := v - a[1]::bigint - 1;
-  if i is null or i < 0 or i >= {{ ctx['block'] }} then
+  if v is null then
+    raise exception using errcode = 'CF007',
+      message = pg_catalog.concat('changefeed: ulid on feed ', {{ ctx['lit_feed'] }}, ': v must not be null'),
+      hint = pg_catalog.concat('Pass nextval(', {{ changefeed._postgres_literal(ctx['lit_sequence']) }}, ').');
+  end if;
+  i := v operator(pg_catalog.-) a[1]::bigint operator(pg_catalog.-) 1;
+  if i operator(pg_catalog.<) 0 or i operator(pg_catalog.>=) {{ ctx['block'] }} then
     raise exception using errcode = 'CF003',
-      message = 'changefeed: ulid offset ' || coalesce(i::text, 'null')
-        || ' is outside this transaction''s block [0, 2^{{ ctx['block_bits'] }}) on feed ' || {{ ctx['lit_feed'] }},
-      hint = 'Number rows with nextval(' || {{ changefeed._postgres_literal(ctx['lit_sequence']) }}
-        || ') after the lock call; one transaction may write at most 2^{{ ctx['block_bits'] }} events.';
+      message = pg_catalog.concat('changefeed: ulid offset ', i::text,
+        ' is outside this transaction''s block [0, 2^{{ ctx['block_bits'] }}) on feed ', {{ ctx['lit_feed'] }}),
+      hint = pg_catalog.concat('Number rows with nextval(', {{ changefeed._postgres_literal(ctx['lit_sequence']) }},
+        ') after the lock call; one transaction may write at most 2^{{ ctx['block_bits'] }} events.');
   end if;
-  return pg_catalog.decode(a[3], 'hex') || pg_catalog.int8send(a[2]::bigint + i);
+  return pg_catalog.decode(a[3], 'hex') operator(pg_catalog.||) pg_catalog.int8send(a[2]::bigint operator(pg_catalog.+) i);
 end
   {%- endset -%}
   {{ return('create or replace function ' ~ ctx['q']['ulid'] ~ '(v bigint)

@@ -23,6 +23,7 @@
   Returns 'upgraded'.
 -#}
 {% macro _postgres_upgrade_feed(spec) %}
+  {%- do spec.update({'capture_columns': changefeed._postgres_capture_columns(spec)}) -%}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {%- set signature = changefeed._postgres_key_signature(spec['keys']) -%}
   {%- set options = changefeed._postgres_feed_options(spec) -%}
@@ -84,9 +85,11 @@ begin
 {#- `create or replace` (not drop + create): calls running during the upgrade finish on the
     old body. A future protocol version that changes a routine's signature must drop that
     routine explicitly here. -#}
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   update {{ registry }} as f
      set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,

@@ -27,17 +27,20 @@ begin
   exception when invalid_transaction_termination then
     get stacked diagnostics v_probe = message_text;
   end;
-  if v_probe is distinct from 'cannot commit while a subtransaction is active' then
+  -- Every operator is qualified (OPERATOR(pg_catalog.x)) and messages use pg_catalog.concat:
+  -- this runs with the caller's search_path, which may put a schema before pg_catalog.
+  if v_probe is null
+     or v_probe operator(pg_catalog.<>) 'cannot commit while a subtransaction is active' then
     begin
       perform {{ q['lock_try'] }}(null, null);
     exception when invalid_transaction_termination then
       get stacked diagnostics v_reference = message_text;
     end;
-    if v_probe is not distinct from v_reference then
+    if coalesce(v_probe operator(pg_catalog.=) v_reference, v_probe is null and v_reference is null) then
       raise exception using
         errcode = 'CF005',
-        message = 'changefeed: lock on feed ' || {{ ctx['lit_feed'] }}
-          || ' was called inside a transaction block; it must run outside one (autocommit), because it commits',
+        message = pg_catalog.concat('changefeed: lock on feed ', {{ ctx['lit_feed'] }},
+          ' was called inside a transaction block; it must run outside one (autocommit), because it commits'),
         hint = 'Call it before BEGIN; then run your transaction and finish it with update_state() and COMMIT in one round trip.';
     end if;
   end if;
@@ -192,6 +195,7 @@ begin
                   cf.v_holder.session_id, cf.v_holder.write_id,
                   {{ changefeed._postgres_sql_epoch_ms('pg_catalog.clock_timestamp()') }}
                     - {{ changefeed._postgres_sql_epoch_ms('cf.v_started') }});
+{{ changefeed._postgres_sql_incident_trim(ctx, 'p_shard_id') }}
         exception when sqlstate 'CF000' then
           null;
         end;
@@ -240,6 +244,23 @@ begin
        where st.shard_id = p_shard_id;
 
       v_seq := pg_catalog.nextval({{ ctx['lit_sequence'] }}::pg_catalog.regclass);
+      -- Clean (protocol section 6): one lock call in {{ ctx['session_clean_every'] }} (by write id) deletes the
+      -- shard's finished sessions (committed or abandoned) of backends that have exited, so
+      -- the table stays near one row per live writer and shard however many connections
+      -- come and go. Never a pending row (state 0): those are what the safe point reads,
+      -- and the re-check under the row lock keeps one that a racing call made pending.
+      -- SKIP LOCKED: never wait for a write that is committing.
+      if v_seq % {{ ctx['session_clean_every'] }} = 0 then
+        delete from {{ q['session'] }} as se
+         where (se.shard_id, se.session_id) in (
+                 select s2.shard_id, s2.session_id from {{ q['session'] }} as s2
+                  where s2.shard_id = p_shard_id and s2.state <> 0
+                    and s2.session_id <> pg_catalog.pg_backend_pid()
+                    and s2.session_id not in (select a.pid from pg_catalog.pg_stat_get_activity(null) as a
+                                               where a.pid is not null)
+                  for update skip locked)
+           and se.state <> 0;
+      end if;
       insert into {{ q['session'] }} as se
         (shard_id, session_id, write_id, state, generation, time_ms, ulid_high, block_start,
          first_ulid, before_ulid, expected_time_ms, expected_high, expected_low, started_at, finished_at)
@@ -395,6 +416,88 @@ language plpgsql volatile
 security definer
 set search_path = pg_catalog, pg_temp
 as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- guard:<feed>() -> trigger: protocol 4.5 (trusted writers), blocking mode. A statement
+    trigger after insert on the feed table (transition table cf_new) checks that every
+    inserted row lies in the shard and the block of this connection's pending write, so
+    that no writer can publish below the safe point (a row there is never read) or into
+    another write's block. The write is looked up in the session table (which writers
+    cannot change), not trusted from the session setting. One indexed lookup and one scan
+    of the statement's new rows per statement. -#}
+{% macro _postgres_routine_guard(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+<<cf>>
+declare
+  v_parts text[] := pg_catalog.string_to_array(pg_catalog.current_setting({{ ctx['lit_guc'] }}, true), ' ');
+  v_session record;
+  v_bad record;
+begin
+  select null::integer as shard_id into v_session;
+  if v_parts[6] is not null then
+    select se.shard_id, se.state, se.first_ulid,
+           se.ulid_high || pg_catalog.int8send(se.block_start + {{ ctx['block'] - 1 }}) as last_ulid
+      into v_session
+      from {{ q['session'] }} as se
+     where se.shard_id = v_parts[5]::integer and se.session_id = pg_catalog.pg_backend_pid()
+       and se.write_id = v_parts[4]::bigint;
+  end if;
+  if v_session.shard_id is null then
+    raise exception using errcode = 'CF004',
+      message = 'changefeed: an insert into the feed table of ' || {{ ctx['lit_feed'] }}
+        || ' without a write in progress on this connection',
+      hint = 'Call the procedure ' || {{ changefeed._postgres_literal(q['lock']) }}
+        || ' first and number the rows with ulid(nextval(...)); update_state() ends the write.';
+  end if;
+  if v_session.state <> 0 then
+    raise exception using errcode = 'CF001',
+      message = 'changefeed: write ' || v_parts[4] || ' on ' || {{ ctx['lit_feed'] }} || ' shard '
+        || v_parts[5] || ' was abandoned (burned after a stall, tombstoned or reaped); roll back and retry',
+      hint = 'ROLLBACK, call release(), and run the transaction again.';
+  end if;
+  select n.shard_id, n.ulid into v_bad from cf_new as n
+   where n.shard_id <> cf.v_session.shard_id or n.ulid < cf.v_session.first_ulid
+      or n.ulid > cf.v_session.last_ulid
+   limit 1;
+  if found then
+    raise exception using errcode = 'CF012',
+      message = 'changefeed: a row of shard ' || v_bad.shard_id::text || ' with ULID '
+        || pg_catalog.encode(v_bad.ulid, 'hex') || ' is outside this write''s shard ' || v_session.shard_id::text
+        || ' and block [' || pg_catalog.encode(v_session.first_ulid, 'hex') || ', '
+        || pg_catalog.encode(v_session.last_ulid, 'hex') || '] on ' || {{ ctx['lit_feed'] }} || '; the statement is refused',
+      hint = 'Insert events with shard_id = the locked shard and ulid = ulid(nextval(...)) (PostgresFeed.write / Write.ulid_sql).';
+  end if;
+  return null;
+end
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['guard'] ~ '()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- PL/pgSQL for setup and upgrade: create the guard trigger on the feed table if it is
+    missing (blocking mode; a feed set up by an older package has none). -#}
+{% macro _postgres_sql_guard_sync(ctx) %}
+  {%- if ctx['mode'] != 'blocking' -%}
+    {{ return('') }}
+  {%- endif -%}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set code -%}
+  if not exists (select 1 from pg_catalog.pg_trigger as t
+                  where t.tgrelid = pg_catalog.to_regclass({{ lit(ctx['q']['feed']) }})
+                    and t.tgname = {{ lit(ctx['n']['guard']) }}) then
+    execute {{ lit('create trigger ' ~ changefeed._postgres_ident(ctx['n']['guard']) ~ ' after insert on '
+                   ~ ctx['q']['feed'] ~ ' referencing new table as cf_new for each statement execute function '
+                   ~ ctx['q']['guard'] ~ '()') }};
+  end if;
+  {%- endset -%}
+  {{ return(code) }}
 {% endmacro %}
 
 

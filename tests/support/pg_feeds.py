@@ -19,6 +19,14 @@ from psycopg import sql
 
 BLOCK = 2**36
 SCHEMA = "changefeed"
+# A feed spec for rendering the macros without a database (MODE: the quoted mode).
+RENDER_SPEC = (
+    "{'feed_id': 'cf_render.t', 'database': 'postgres', 'source_schema': 'cf_render',"
+    " 'source_table': 't', 'source_relation': '\"postgres\".\"cf_render\".\"t\"',"
+    " 'schema': 'changefeed', 'mode': MODE, 'keys': [{'name': 'id', 'data_type': 'bigint',"
+    " 'collation': none}], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20, 'block_bits': 36,"
+    " 'protocol_version': 2}"
+)
 
 
 def connect(uri: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:

@@ -24,6 +24,7 @@ from changefeed.client.core import (
 from changefeed.client.errors import (
     BarrierTimeout,
     CannotConnect,
+    CaptureLost,
     ChangefeedError,
     FeedNotFound,
     InvalidArgument,
@@ -34,6 +35,7 @@ from changefeed.client.errors import (
     UlidRangeError,
     WriteAbandoned,
     WriteInProgress,
+    WriteOutsideBlock,
     WrongMode,
 )
 from changefeed.client.feed import Barrier, Event, Page, SafePoint
@@ -45,6 +47,7 @@ __all__ = [
     "Barrier",
     "BarrierTimeout",
     "CannotConnect",
+    "CaptureLost",
     "ChangefeedError",
     "Event",
     "FeedInfo",
@@ -64,6 +67,7 @@ __all__ = [
     "Write",
     "WriteAbandoned",
     "WriteInProgress",
+    "WriteOutsideBlock",
     "WrongMode",
     "quote_mssql",
     "quote_pg",

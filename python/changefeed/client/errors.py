@@ -74,6 +74,18 @@ class CannotConnect(ChangefeedError):
     """The database cannot be reached, or its connection URI cannot be used."""
 
 
+class CaptureLost(ChangefeedError):
+    """CF011: a ``capture: trigger`` source lost its triggers (re-created without setup)."""
+
+    sqlstate = "CF011"
+
+
+class WriteOutsideBlock(ChangefeedError):
+    """CF012: a blocking writer inserted a row outside its shard or its allocated block."""
+
+    sqlstate = "CF012"
+
+
 class FeedNotFound(ChangefeedError):
     """The feed is not in the registry (or the registry does not exist)."""
 
@@ -97,6 +109,8 @@ _BY_SQLSTATE: dict[str, type[ChangefeedError]] = {
         WriteInProgress,
         InvalidArgument,
         SetupConflict,
+        CaptureLost,
+        WriteOutsideBlock,
     )
     if cls.sqlstate is not None
 }

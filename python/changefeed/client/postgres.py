@@ -43,9 +43,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from changefeed.client import _checks
 from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_pg, quote_pg_literal
 from changefeed.client.errors import (
     FeedNotFound,
+    InvalidArgument,
     LockInTransaction,
     translate,
 )
@@ -154,7 +156,9 @@ class Write:
             f"insert into {self.feed_table} (shard_id, ulid, {columns}) "
             f"values (%s, {self.ulid_sql}, {placeholders})"
         )
-        rows = [(self.shard_id, *key) for key in keys]
+        width = len(self.info.key_names)
+        checked = _checks.keys(keys, width, self.info.key_names)
+        rows = [(self.shard_id, *key) for key in checked]
         if not rows:
             return 0
         with self.conn.cursor() as cur:
@@ -218,6 +222,8 @@ class PostgresFeed(FeedClient):
         """
         import psycopg
 
+        shard = _checks.shard(shard)
+        time_hint = _checks.time_hint(time_hint)
         info = self._require(conn, "blocking", "write")
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             raise LockInTransaction(
@@ -307,9 +313,12 @@ class PostgresFeed(FeedClient):
         >>> #     conn.execute("update shop.items set ... where sku = %s", ("a",))
         >>> #     feed.insert_outbox(conn, shard=0, keys=[("a",)])
         """
+        shard = _checks.shard(shard)
+        time_hint = _checks.time_hint(time_hint)
         query = self.outbox_sql(conn, with_time_hint=time_hint is not None)
+        names = self.info(conn).key_names
         prefix: tuple[Any, ...] = (shard, time_hint) if time_hint is not None else (shard,)
-        rows = [(*prefix, *key) for key in keys]
+        rows = [(*prefix, *key) for key in _checks.keys(keys, len(names), names)]
         if not rows:
             return 0
         with conn.cursor() as cur:
@@ -326,6 +335,8 @@ class PostgresFeed(FeedClient):
         larger transaction is moved whole). Returns 0 if another mover held the shard's
         mover lock for longer than the stall timeout.
         """
+        shard = _checks.shard(shard)
+        max_rows = _checks.positive(max_rows, "max_rows")
         info = self._require(conn, "outbox", "move_outbox")
         rows = run(conn, f"call {info.q('move_outbox')}(%s, %s)", (shard, max_rows))
         return int(rows[0][0] or 0)
@@ -342,6 +353,9 @@ class PostgresFeed(FeedClient):
         reader is at the head), the outbox is moved and the page read again.
         Resume from ``page.cursor``.
         """
+        shard = _checks.shard(shard)
+        cursor = _checks.ulid(cursor, "cursor")
+        page_size = _checks.positive(page_size, "page_size")
         info = self.info(conn)
         events = self._read(conn, info, shard, cursor, page_size)
         moved = 0
@@ -365,6 +379,7 @@ class PostgresFeed(FeedClient):
 
     def safe_point(self, conn: Any, shard: int) -> SafePoint:
         """The shard's safe point, head and number of pending writes (one snapshot)."""
+        shard = _checks.shard(shard)
         info = self.info(conn)
         row = run(
             conn,
@@ -375,6 +390,9 @@ class PostgresFeed(FeedClient):
 
     def tombstone(self, conn: Any, shard: int, session_id: int, write_id: int) -> bool:
         """Abandon a stale pending write; returns whether this call won over its commit."""
+        shard = _checks.shard(shard)
+        session_id = _checks.integer(session_id, "session_id", -(2**31), 2**31)
+        write_id = _checks.integer(write_id, "write_id")
         info = self.info(conn)
         rows = run(conn, f"select {info.q('tombstone')}(%s, %s, %s)", (shard, session_id, write_id))
         return bool(rows[0][0])
@@ -383,6 +401,7 @@ class PostgresFeed(FeedClient):
 
     def barrier_acquire(self, conn: Any, shard: int) -> Barrier:
         """A barrier covering every transaction committed before this call."""
+        shard = _checks.shard(shard)
         info = self.info(conn)
         row = run(
             conn,
@@ -393,7 +412,15 @@ class PostgresFeed(FeedClient):
 
     def barrier_check(self, conn: Any, barrier: Barrier) -> bool:
         """Whether a read up to the safe point now includes everything the barrier covers."""
+        if not isinstance(barrier, Barrier):
+            raise InvalidArgument(
+                f"barrier must be a Barrier (from barrier_acquire), not {barrier!r}"
+            )
+        _checks.shard(barrier.shard_id)
+        _checks.ulid(barrier.position, "barrier.position")
         info = self.info(conn)
+        if info.mode == "outbox":
+            _checks.integer(barrier.outbox_sequence, "barrier.outbox_sequence (outbox mode)")
         rows = run(
             conn,
             f"select {info.q('barrier_check')}(%s, %s, %s)",

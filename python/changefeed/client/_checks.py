@@ -1,0 +1,83 @@
+"""Argument checks of the client's public methods: the same rules the feed's routines
+enforce (``CF007``), raised as :class:`InvalidArgument` before any round trip, so that a
+null, a wrong type or a wrong length never reaches the database as a silent default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from changefeed.client.errors import InvalidArgument
+
+_INT32 = 2**31
+_INT64 = 2**63
+
+
+def integer(value: Any, what: str, low: int = -_INT64, high: int = _INT64) -> int:
+    """``value`` if it is an int (not a bool) in ``[low, high)``.
+
+    >>> integer(3, "shard")
+    3
+    >>> integer(None, "shard")
+    Traceback (most recent call last):
+    changefeed.client._errors.InvalidArgument: shard must be an integer, not None
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer, not {value!r}")
+    if not low <= value < high:
+        raise InvalidArgument(f"{what} must be in [{low}, {high}), not {value}")
+    return int(value)
+
+
+def shard(value: Any) -> int:
+    """A shard id: a PostgreSQL ``integer``."""
+    return integer(value, "shard", -_INT32, _INT32)
+
+
+def positive(value: Any, what: str) -> int:
+    """An ``integer`` count of at least 1 (page size, max_rows)."""
+    return integer(value, what, 1, _INT32)
+
+
+def ulid(value: Any, what: str) -> bytes:
+    """A ULID as 16 bytes (``bytes``, ``bytearray`` or ``memoryview``).
+
+    >>> ulid(bytes(15), "cursor")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    changefeed.client._errors.InvalidArgument: cursor must be 16 bytes (...), not 15 bytes
+    """
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidArgument(
+            f"{what} must be 16 bytes (a ULID; ZERO_ULID for the beginning), not {value!r}"
+        )
+    data = bytes(value)
+    if len(data) != 16:
+        raise InvalidArgument(
+            f"{what} must be 16 bytes (a ULID; ZERO_ULID for the beginning), not {len(data)} bytes"
+        )
+    return data
+
+
+def time_hint(value: Any) -> datetime | None:
+    """None or a datetime (a naive one is read in the session's time zone)."""
+    if value is not None and not isinstance(value, datetime):
+        raise InvalidArgument(f"time_hint must be None or a datetime, not {value!r}")
+    return value
+
+
+def keys(rows: Any, width: int, names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Key tuples, each with one value per key column (``names``), none of them None."""
+    if isinstance(rows, str | bytes) or not hasattr(rows, "__iter__"):
+        raise InvalidArgument(f"keys must be an iterable of key tuples, not {rows!r}")
+    out = []
+    for key in rows:
+        if isinstance(key, str | bytes) or not isinstance(key, Sequence) or len(key) != width:
+            raise InvalidArgument(
+                f"each key must be a sequence of {width} value(s) ({', '.join(names)}), not {key!r}"
+            )
+        if any(v is None for v in key):
+            raise InvalidArgument(f"key columns ({', '.join(names)}) must not be None: {key!r}")
+        out.append(tuple(key))
+    return out
