@@ -22,7 +22,7 @@ def integer(value: Any, what: str, low: int = -_INT64, high: int = _INT64) -> in
     3
     >>> integer(None, "shard")
     Traceback (most recent call last):
-    changefeed.client._errors.InvalidArgument: shard must be an integer, not None
+    changefeed.client.errors.InvalidArgument: shard must be an integer, not None
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{what} must be an integer, not {value!r}")
@@ -46,7 +46,7 @@ def ulid(value: Any, what: str) -> bytes:
 
     >>> ulid(bytes(15), "cursor")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    changefeed.client._errors.InvalidArgument: cursor must be 16 bytes (...), not 15 bytes
+    changefeed.client.errors.InvalidArgument: cursor must be 16 bytes (...), not 15 bytes
     """
     if not isinstance(value, bytes | bytearray | memoryview):
         raise InvalidArgument(
