@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Re-install whenever pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck bench java venv clean
+.PHONY: demo test lint typecheck bench java venv jars clean
 
 java:
 	@scripts/check_java.sh
@@ -21,19 +21,32 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Delta Lake and Iceberg jars for the local Spark session, fetched by Maven from
+# jars/pom.xml into $(JARS) (read by changefeed.local_spark; CHANGEFEED_JARS overrides it).
+# Re-fetched only when the pom changes.
+JARS ?= .jars
+JARS_STAMP := $(JARS)/.fetched-$(shell cksum jars/pom.xml | cut -d' ' -f1)
+
+$(JARS_STAMP): jars/pom.xml
+	@rm -rf $(JARS)
+	mvn -q -f jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true -DoutputDirectory=$(abspath $(JARS))
+	@touch $@
+
+jars: $(JARS_STAMP)
+
 # The shop example end to end (examples/shop); state in .demo/, so a second run continues.
 # Options: make demo DEMO_ARGS="--duration 30 --rate 20" (or --reset to start over).
-demo: java venv
+demo: java venv jars
 	$(BIN)/python -m changefeed.demo $(DEMO_ARGS)
 
-test: java venv
+test: java venv jars
 	$(BIN)/ruff check python tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
-bench: java venv
+bench: java venv jars
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log
+	rm -rf $(VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log

@@ -9,14 +9,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from changefeed import _jars
+
 
 def local_spark_session(
     app_name: str = "changefeed",
     *,
     warehouse_dir: str | Path | None = None,
     hive: bool = False,
+    lakehouse: bool | None = None,
 ) -> Any:
     """Start (or reuse) a ``local[2]`` Spark session.
+
+    ``lakehouse``: Delta Lake and Iceberg tables next to parquet (see
+    :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
+    requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
 
     Raises ``RuntimeError`` naming the fix when Java is missing, instead of the JVM
     gateway's generic error.
@@ -43,6 +50,15 @@ def local_spark_session(
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    if lakehouse is not False:
+        try:
+            jars = _jars.lakehouse_jars()
+        except _jars.LakehouseJarsMissing:
+            if lakehouse:
+                raise
+        else:
+            for key, value in _jars.lakehouse_conf(jars, warehouse).items():
+                builder = builder.config(key, value)
     if hive:
         builder = builder.config(
             "spark.hadoop.javax.jdo.option.ConnectionURL",
