@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Re-install whenever pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck bench java venv jars clean
+.PHONY: demo demo-status test lint typecheck bench java venv jars clean
 
 java:
 	@scripts/check_java.sh
@@ -34,13 +34,19 @@ $(JARS_STAMP): jars/pom.xml
 
 jars: $(JARS_STAMP)
 
-# The shop example end to end (examples/shop); state in .demo/, so a second run continues.
+# The shop example end to end (examples/shop/shop_demo, not part of the wheel); state in
+# .demo/, so a second run continues.
 # Options: make demo DEMO_ARGS="--duration 30 --rate 20" (or --reset to start over).
 demo: java venv jars
-	$(BIN)/python -m changefeed.demo $(DEMO_ARGS)
+	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo $(DEMO_ARGS)
+
+# `changefeed status` on the demo's database (its embedded server is started if needed)
+# and its Spark tables. Options: make demo-status STATUS_ARGS="--json".
+demo-status: venv jars
+	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo status $(STATUS_ARGS)
 
 test: java venv jars
-	$(BIN)/ruff check python tests benchmarks
+	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 

@@ -3,7 +3,7 @@
 In one run, on the embedded PostgreSQL and a local[2] Spark session:
 
 1. **Landing throughput**: ``--events`` events (default 100 000) on 4 shards are written
-   to a blocking feed, then ``changefeed.landing.land`` lands them (with payload) in one
+   to a blocking feed, then ``changefeed.spark.landing.land`` lands them (with payload) in one
    batch; events/s of that run. A landing of 1 000 events runs first, because the first
    Python data source job of a Spark session pays for starting its Python workers.
 2. **Consumer cost vs feed size**: a dbt-spark consumer model written with the package's
@@ -132,8 +132,8 @@ def main() -> int:
     from tests.dbtkit import DbtHarness
 
     from changefeed.embedded_postgres import start
-    from changefeed.landing import land
     from changefeed.local_spark import local_spark_session
+    from changefeed.spark.landing import land
 
     workdir = Path(tempfile.mkdtemp(prefix="cf-bench-consume-"))
     pg = start()

@@ -7,7 +7,7 @@ on one cached DataFrame of ``--rows`` random ULIDs in a local Spark session:
   rows (``useArrow=True``, the default since Spark 4.1:
   ``spark.sql.execution.pythonUDF.arrow.enabled``) and with pickled rows (the default
   before);
-* ``Arrow UDF``: ``changefeed.spark`` (``pa.Array -> pa.Array``), what ``register`` uses;
+* ``Arrow UDF``: ``changefeed.spark.udfs`` (``pa.Array -> pa.Array``), what ``register`` uses;
 * ``Arrow iterator UDF`` and ``pandas UDF``: the same kernel in the other UDF flavours,
   to show why the package uses plain Arrow UDFs;
 * ``SQL macro``: the pure Spark SQL expression of the dbt macro (rendered by dbt);
@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/dbtkit.py renders the macros
 
 from changefeed.local_spark import local_spark_session  # noqa: E402
-from changefeed.spark import make_udf  # noqa: E402
+from changefeed.spark.udfs import make_udf  # noqa: E402
 from changefeed.ulid import decode_valid, encode  # noqa: E402
 from changefeed.ulid.arrow import rows, to_binary_array, to_string_array  # noqa: E402
 
@@ -201,7 +201,7 @@ def cases(spark: Any, row_repeat: int) -> list[Case]:
                 Case(operation, "Arrow iterator UDF", make_udf(name, iterator=True)(arg)),
             ]
         out += [
-            Case(operation, "**Arrow UDF (changefeed.spark)**", make_udf(name)(arg), "ours"),
+            Case(operation, "**Arrow UDF (changefeed.spark.udfs)**", make_udf(name)(arg), "ours"),
             Case(operation, f"SQL macro `{name}`", F.expr(sql[operation]), "sql"),
         ]
         if operation in identity:

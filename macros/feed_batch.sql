@@ -19,7 +19,7 @@
 {% endmacro %}
 
 {% macro default__feed_batch() %}
-  {{ changefeed._spark_unsupported('feed_batch') }}
+  {{ changefeed._unsupported_adapter('feed_batch', 'consumer') }}
 {% endmacro %}
 
 {% macro spark__feed_batch() %}

@@ -24,7 +24,7 @@
 {% endmacro %}
 
 {% macro default__feed_cursor(alias, output) %}
-  {{ changefeed._spark_unsupported('feed_cursor') }}
+  {{ changefeed._unsupported_adapter('feed_cursor', 'consumer') }}
 {% endmacro %}
 
 {% macro spark__feed_cursor(alias, output) %}

@@ -20,7 +20,7 @@
 {% endmacro %}
 
 {% macro default__feed_events(feed, output) %}
-  {{ changefeed._spark_unsupported('feed_events') }}
+  {{ changefeed._unsupported_adapter('feed_events', 'consumer') }}
 {% endmacro %}
 
 {% macro spark__feed_events(feed, output) %}

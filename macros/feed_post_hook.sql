@@ -6,7 +6,9 @@
       +post-hook: "{{ changefeed.feed_post_hook() }}"
 
   It runs the setup itself (inside the model's transaction where the adapter has one)
-  and renders no SQL of its own.
+  and renders no SQL of its own. Only incremental models with mode: outbox and
+  capture: trigger may have a feed (_feed_model_rules in macros/_feed/spec.sql explains
+  why); anything else fails the run, which rolls the model back.
 -#}
 {% macro feed_post_hook() %}
   {{ return(adapter.dispatch('feed_post_hook', 'changefeed')()) }}
@@ -17,9 +19,8 @@
   {%- if raw is none or not execute -%}
     {{ return('') }}
   {%- endif -%}
-  {%- set options = changefeed._feed_options(raw) -%}
-  {%- do changefeed.setup_feed(
-      this, options['mode'], options['key'], options['stall_timeout_ms'], options['lock_probe_ms'],
-      options['capture'], options['shard']) -%}
+  {#- The same implementation as setup_feed, given the raw config (validated there, once)
+      and the model, whose materialization decides whether a feed on it is safe. -#}
+  {%- do adapter.dispatch('setup_feed', 'changefeed')(this, raw, changefeed._feed_model_context()) -%}
   {{ return('') }}
 {% endmacro %}

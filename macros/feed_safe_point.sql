@@ -23,7 +23,7 @@
 {% endmacro %}
 
 {% macro default__feed_safe_point(feed, alias) %}
-  {{ changefeed._spark_unsupported('feed_safe_point') }}
+  {{ changefeed._unsupported_adapter('feed_safe_point', 'consumer') }}
 {% endmacro %}
 
 {% macro spark__feed_safe_point(feed, alias) %}

@@ -33,7 +33,7 @@
 {% endmacro %}
 
 {% macro default__publish_feed(sql) %}
-  {{ changefeed._spark_unsupported('publish_feed') }}
+  {{ changefeed._unsupported_adapter('publish_feed', 'consumer') }}
 {% endmacro %}
 
 {% macro spark__publish_feed(sql) %}

@@ -6,9 +6,9 @@
     dbt run-operation changefeed.setup_feed --args '{relation: shop.orders, mode: outbox}'
 -#}
 {% macro setup_feed(relation, mode=none, key=none, stall_timeout_ms=none, lock_probe_ms=none, capture=none, shard=none) %}
-  {{ return(adapter.dispatch('setup_feed', 'changefeed')(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard)) }}
+  {{ return(adapter.dispatch('setup_feed', 'changefeed')(relation, changefeed._feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard))) }}
 {% endmacro %}
 
-{% macro default__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {{ changefeed._feed_unsupported_adapter('setup_feed') }}
+{% macro default__setup_feed(relation, options, model=none) %}
+  {{ changefeed._unsupported_adapter('setup_feed', 'feed') }}
 {% endmacro %}

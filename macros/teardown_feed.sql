@@ -9,5 +9,5 @@
 {% endmacro %}
 
 {% macro default__teardown_feed(relation) %}
-  {{ changefeed._feed_unsupported_adapter('teardown_feed') }}
+  {{ changefeed._unsupported_adapter('teardown_feed', 'feed') }}
 {% endmacro %}

@@ -7,9 +7,9 @@
     dbt run-operation changefeed.upgrade_feed --args '{relation: shop.orders, mode: outbox}'
 -#}
 {% macro upgrade_feed(relation, mode=none, key=none, stall_timeout_ms=none, lock_probe_ms=none, capture=none, shard=none) %}
-  {{ return(adapter.dispatch('upgrade_feed', 'changefeed')(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard)) }}
+  {{ return(adapter.dispatch('upgrade_feed', 'changefeed')(relation, changefeed._feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard))) }}
 {% endmacro %}
 
-{% macro default__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
-  {{ changefeed._feed_unsupported_adapter('upgrade_feed') }}
+{% macro default__upgrade_feed(relation, options) %}
+  {{ changefeed._unsupported_adapter('upgrade_feed', 'feed') }}
 {% endmacro %}

@@ -211,8 +211,12 @@ class DbtHarness:
         target: str,
         *,
         on_log: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> Any:
-        """Run a dbt command in-process for ``target``; raise :class:`DbtError` on failure."""
+        """Run a dbt command in-process for ``target``; raise :class:`DbtError` on failure.
+
+        ``on_warning(message)`` receives every warning dbt fires (deprecations included).
+        """
         from dbt.cli.main import dbtRunner
 
         self._prepare(target)
@@ -225,6 +229,8 @@ class DbtHarness:
                     on_log(msg.data.msg)
             elif msg.info.level in ("warn", "error"):
                 problems.append(msg.info.msg)
+                if on_warning is not None and msg.info.level == "warn":
+                    on_warning(msg.info.msg)
 
         runner = dbtRunner(manifest=self._manifests.get(target), callbacks=[callback])
         with self._environment():

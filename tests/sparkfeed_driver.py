@@ -7,7 +7,7 @@ line per finished step to ``plan["workdir"]/steps.jsonl``:
 
 * ``{"sql": "..."}`` runs a statement.
 * ``{"land": {"table": "s.t", "rows": [[shard, "ULID hex", order_id, "status"], ...]}}``
-  writes one batch of a landed feed with :func:`changefeed.sparkfeed.write_batch`.
+  writes one batch of a landed feed with :func:`changefeed.spark.feedtable.write_batch`.
 * ``{"dbt": [args...], "env": {...}, "expect_error": "text"}`` runs dbt in-process
   against ``integration_tests/`` (its failure fails the plan unless expected).
 * ``{"dump": {"out": "name.json", "tables": ["s.t", ...]}}`` writes each table's rows
@@ -111,7 +111,7 @@ def _land(spark: Any, spec: dict[str, Any]) -> int:
         StructType,
     )
 
-    from changefeed.sparkfeed import write_batch
+    from changefeed.spark.feedtable import write_batch
 
     schema = StructType(
         [

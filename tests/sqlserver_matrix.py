@@ -1,23 +1,30 @@
 """The render matrix of the SQL Server generators: feed specs (single and composite keys,
 many key types and collations, hostile names, 128-character names, both modes, other
 options), rendered through real dbt under the postgres target (the generators are pure
-Jinja and never touch the adapter), and kept as reviewed golden files in
-``tests/golden/sqlserver/<case>.sql``.
+Jinja and never touch the adapter). Every case is parsed and checked by
+tests/test_sqlserver_render.py; two representative cases (GOLDEN_CASES) are also kept as
+reviewed golden files, one per batch, in ``tests/golden/sqlserver/<case>/<section>.sql``.
 
-``CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py`` rewrites them.
-The live suite (``tests/sqlserver_live``) executes the same golden batches.
+``CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py`` rewrites them
+(docs/testing.md says how to review them). The live suite (``tests/sqlserver_live``)
+renders the same matrix and executes its batches.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.dbtkit import INTEGRATION_TESTS, REPO_ROOT, DbtHarness
+
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "sqlserver"
 SECTIONS = ("setup", "upgrade", "teardown", "key_columns")
-_MARK = "-- @@changefeed-golden {}@@"
+#: The cases kept as golden files: one per writer mode, the outbox one with its capture
+#: trigger, so every generated procedure and statement kind appears once.
+GOLDEN_CASES = ("blocking_int", "outbox_trigger")
 
 #: One 128-character identifier, the longest a sysname can hold.
 LONG_128 = ("long_" * 26)[:128]
@@ -161,33 +168,40 @@ def render_cases(dbt: Any, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def golden_path(name: str) -> Path:
-    return GOLDEN_DIR / f"{name}.sql"
+def golden_path(case: str, section: str) -> Path:
+    return GOLDEN_DIR / case / f"{section}.sql"
 
 
-def golden_text(name: str, sections: Mapping[str, str]) -> str:
-    header = (
-        f"-- Golden output of the SQL Server generators for render case {name!r}\n"
-        "-- (tests/sqlserver_matrix.py). Reviewed by hand; regenerate with\n"
-        "-- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py\n"
+def golden_text(case: str, section: str, out: Mapping[str, Any]) -> str:
+    """The golden file of one section of a rendered case (``out``, see render_cases): a
+    header naming what it is, then the SQL as rendered, except that in the upgrade batch
+    every multi-line statement that the setup batch also runs (the procedures, the trigger,
+    the shard check) is replaced by one comment naming it: test_sqlserver_render checks
+    that the two batches create the same code, and the golden shows it once."""
+    sql = out[section]
+    if section == "upgrade":
+        for statement in out["statements"]:
+            if statement.count("\n") >= 3:
+                first_line = statement.split("\n", 1)[0]
+                sql = sql.replace(statement, f"-- @@as in setup.sql@@ {first_line}")
+    return (
+        f"-- Golden: the {section} SQL of render case {case!r} (tests/sqlserver_matrix.py),\n"
+        "-- reviewed by hand. Regenerate (docs/testing.md):\n"
+        "-- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py\n" + sql
     )
-    parts = [header]
-    for section in SECTIONS:
-        parts.append(_MARK.format(section) + "\n" + sections[section])
-    return "\n".join(parts)
 
 
-def read_golden(name: str) -> dict[str, str]:
-    """The sections of a golden file: {'setup': sql, 'upgrade': ..., 'teardown': ...,
-    'key_columns': ...}."""
-    text = golden_path(name).read_text(encoding="utf-8")
-    out: dict[str, str] = {}
-    for section in reversed(SECTIONS):
-        text, sep, body = text.partition(_MARK.format(section) + "\n")
-        if not sep:
-            raise ValueError(f"{golden_path(name)} has no {section} section")
-        out[section] = body.rstrip("\n") + "\n"
-    return {s: out[s] for s in SECTIONS}
+def macros_harness(tmp_path_factory: Any, pg_uri: str) -> DbtHarness:
+    """A dbt harness (tests/dbtkit.py) on a project with the package and no models of its
+    own: rendering macros only, so models elsewhere cannot break it."""
+    project = tmp_path_factory.mktemp("sqlserver_render_project")
+    shutil.copy(INTEGRATION_TESTS / "dbt_project.yml", project / "dbt_project.yml")
+    (project / "packages.yml").write_text(f"packages:\n  - local: {REPO_ROOT}\n")
+    return DbtHarness(
+        tmp_path_factory.mktemp("sqlserver_render_dbt"),
+        postgres_uri=lambda: pg_uri,
+        project_dir=project,
+    )
 
 
 def registered_names(setup: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli_support import run_without_pyspark
 from tests.pg_feed_support import write_shop_events
 
 from changefeed.cli import main
@@ -37,8 +38,8 @@ def shop_uri(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A fresh database with the shop's tables and feeds, and a few committed events."""
     import psycopg
 
-    from changefeed.demo._dbt import DbtProject, postgres_output
-    from changefeed.demo._layout import EXAMPLE_DIR
+    from shop_demo._dbt import DbtProject, postgres_output
+    from shop_demo._layout import EXAMPLE_DIR
 
     with psycopg.connect(pg_uri, autocommit=True) as admin:
         admin.execute("drop database if exists cf_cli_test")
@@ -148,7 +149,7 @@ def test_barrier_timeout_names_the_cause(shop_uri: str, capsys: Any) -> None:
         (["barrier", "--connection", "postgresql://app:secret@127.0.0.1:1/shop", "--feed", "a.b"],
          ["cannot connect to PostgreSQL at postgresql://app:***@127.0.0.1:1/shop"]),
         (["status", "--connection", "mssql://sa@db/shop"], ["PostgreSQL feeds only"]),
-        (["status"], ["no database given", "--connection", "--demo"]),
+        (["status"], ["no database given", "--connection", "CHANGEFEED_CONNECTION"]),
     ],
 )  # fmt: skip
 def test_connection_errors(args: list[str], expected: list[str], capsys: Any,
@@ -192,12 +193,6 @@ def test_bad_ulid(shop_uri: str, args: list[str], fragment: str, capsys: Any) ->
         assert "Crockford base32" in err and "01ARZ3NDEKTSV4RRFFQ69G5FAV" in err
 
 
-def test_missing_demo_state(tmp_path: Path, capsys: Any) -> None:
-    code, _out, err = cli(capsys, "status", "--demo", str(tmp_path / "none"))
-    assert code == 1
-    assert "there is no demo database" in err and "make demo" in err
-
-
 def _without_java_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     empty = tmp_path / "bin"
@@ -230,9 +225,19 @@ def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:
         env=_without_java_env(tmp_path), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
-    assert "changefeed land: Java was not found" in result.stderr
+    assert "changefeed land: error: Java was not found" in result.stderr
     assert "JAVA_HOME" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_status_and_barrier_work_without_pyspark(shop_uri: str) -> None:
+    """Only the postgres extra installed: ``import pyspark`` fails, the commands still run."""
+    result = run_without_pyspark("status", "--connection", shop_uri)
+    assert result.returncode == 0, result.stderr
+    assert "shop.orders" in result.stdout and "shop.payments" in result.stdout
+    result = run_without_pyspark("barrier", "--connection", shop_uri, "--feed", "shop.payments")
+    assert result.returncode == 0, result.stderr
+    assert "released in" in result.stdout
 
 
 def test_the_script_entry_point(shop_uri: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import unavailable
-from tests.test_docs_samples import sample
+from tests.doc_blocks import in_this_checkout, sample
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,10 +38,15 @@ def _require_parts() -> None:
             unavailable(what, str(exc))
 
 
+def demo_env() -> dict[str, str]:
+    """This checkout's package and demo (the demo is not installed with the package)."""
+    return dict(os.environ, PYTHONPATH=f"{REPO / 'python'}:{REPO / 'examples' / 'shop'}")
+
+
 def run_demo(state: Path, seed: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    env = demo_env()
     return subprocess.run(
-        [sys.executable, "-m", "changefeed.demo", "--state-dir", str(state),
+        [sys.executable, "-m", "shop_demo", "--state-dir", str(state),
          "--duration", "4", "--rate", "20", "--writers", "4", "--cycle", "600",
          "--seed", str(seed)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
@@ -92,13 +97,14 @@ def test_demo_twice_exactly_once_and_incremental(tmp_path: Path) -> None:
         assert min(batches) > max(first["batches"][feed]), (feed, first["batches"], batches)
     assert (state / "report-run-1.html").exists() and (state / "report-run-2.html").exists()
 
-    # README: the summary has the documented form, and `changefeed status --demo` shows
-    # the demo's feeds, and every consumer caught up (lag 0).
+    # README: the summary has the documented form, and the demo's status entry shows the
+    # demo's feeds, and every consumer caught up (lag 0).
     summary = second_result.stdout[second_result.stdout.index("== changefeed demo: summary"):]
     assert _shape(summary) == _shape(sample("readme-demo-summary"))
     status = subprocess.run(
-        ["bash", "-c", sample("readme-status")], cwd=REPO, capture_output=True, text=True,
-        env=dict(os.environ, CHANGEFEED_DEMO_DIR=str(state)), timeout=600,
+        ["bash", "-c", in_this_checkout(sample("readme-status"))], cwd=REPO,
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, CHANGEFEED_DEMO_DIR=str(state)),
     )  # fmt: skip
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
@@ -117,3 +123,14 @@ def _shape(text: str) -> list[str]:
         line = re.sub(r"N-N", "N", line)
         shaped.append(" ".join(line.split()))
     return shaped
+
+
+def test_demo_status_without_a_demo_names_the_fix(tmp_path: Path) -> None:
+    """``make demo-status`` before any ``make demo``: one line saying what to run."""
+    result = subprocess.run(
+        [sys.executable, "-m", "shop_demo", "status", "--state-dir", str(tmp_path / "none")],
+        cwd=REPO, env=demo_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "there is no demo database" in result.stderr and "make demo" in result.stderr
+    assert "Traceback" not in result.stderr

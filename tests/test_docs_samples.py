@@ -30,101 +30,16 @@ import sys
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from tests.doc_blocks import all_blocks, block, in_this_checkout, parse_blocks, sample
 from tests.pg_feed_support import write_shop_events
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-# -- finding the blocks ---------------------------------------------------------------------
-
-FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
-MARKER = re.compile(r"<!--\s*(?P<kind>sample|output):\s*(?P<id>[\w.-]+)\s*-->")
-
-
-@dataclass(frozen=True)
-class Block:
-    file: str
-    line: int
-    info: str
-    text: str
-    kind: str | None
-    id: str | None
-
-    @property
-    def digest(self) -> str:
-        return hashlib.sha1(self.text.encode()).hexdigest()[:12]
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
-def doc_files() -> list[str]:
-    docs = sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))
-    return ["README.md", *docs, "examples/shop/README.md"]
-
-
-def parse_blocks(relative: str) -> list[Block]:
-    lines = (REPO / relative).read_text().splitlines()
-    blocks: list[Block] = []
-    i = 0
-    while i < len(lines):
-        match = FENCE.match(lines[i])
-        if not match:
-            i += 1
-            continue
-        indent, fence = match.group("indent"), match.group("fence")
-        j = i - 1
-        while j >= 0 and not lines[j].strip():
-            j -= 1
-        marker = MARKER.search(lines[j]) if j >= 0 else None
-        body: list[str] = []
-        k = i + 1
-        while k < len(lines):
-            stripped = lines[k].strip()
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
-                break
-            body.append(lines[k][len(indent) :] if lines[k].startswith(indent) else lines[k])
-            k += 1
-        blocks.append(
-            Block(
-                relative,
-                i + 1,
-                match.group("info").strip(),
-                "\n".join(body) + "\n",
-                marker.group("kind") if marker else None,
-                marker.group("id") if marker else None,
-            )
-        )
-        i = k + 1
-    return blocks
-
-
-@cache
-def all_blocks() -> tuple[Block, ...]:
-    return tuple(b for f in doc_files() for b in parse_blocks(f))
-
-
-def sample(sample_id: str) -> str:
-    """The exact text of the block marked ``<!-- sample|output: sample_id -->``."""
-    found = [b for b in all_blocks() if b.id == sample_id]
-    assert len(found) == 1, f"{len(found)} blocks are marked {sample_id!r}"
-    return found[0].text
-
-
-def block(file: str, digest: str) -> str:
-    """The exact text of another owner's block, found by the digest of its text."""
-    found = [b for b in all_blocks() if b.file == file and b.digest == digest]
-    assert found, f"{file} has no block with digest {digest} any more: update OTHERS"
-    return found[0].text
-
 
 # -- what covers which block ----------------------------------------------------------------
 
@@ -327,7 +242,7 @@ def fresh_database(server_uri: str, name: str) -> str:
 def dbt_project(
     project_dir: Path, workdir: Path, profile: str, uri: str, schema: str = "public"
 ) -> Any:
-    from changefeed.demo._dbt import DbtProject, postgres_output
+    from shop_demo._dbt import DbtProject, postgres_output
 
     return DbtProject(project_dir, workdir, profile, postgres_output(uri, schema))
 
@@ -411,7 +326,11 @@ def test_readme_commands_are_the_make_targets() -> None:
     commands = [line.split("#")[0].strip() for line in text.splitlines() if line.strip()]
     assert commands == ["make demo", "make test"]
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^demo: java venv\n\t\$\(BIN\)/python -m changefeed\.demo", makefile, re.M)
+    assert re.search(
+        r"^demo: java venv\n\tPYTHONPATH=examples/shop \$\(BIN\)/python -m shop_demo",
+        makefile,
+        re.M,
+    )
     assert re.search(r"^test: java venv\n", makefile, re.M)
 
 
@@ -520,14 +439,18 @@ def test_post_hook_project_yaml(pg_uri: str, tmp_path: Path) -> None:
         "my_project",
         snippet,
         {
-            "models/orders.sql": "select 42::bigint as order_id, 'new'::text as note",
+            "models/order_totals.sql": "select 42::bigint as order_id, 'new'::text as note",
             "models/no_feed.sql": "select 1 as id",
         },
     )
     dbt_project(project, tmp_path / "work", "my_project", uri, "cf_docs").invoke(["run"])
     with connection(uri) as conn:
         rows = conn.execute("select feed_id, mode from changefeed.feeds").fetchall()
-    assert rows == [("cf_docs.orders", "blocking")]
+        assert rows == [("cf_docs.order_totals", "outbox")]
+        # the model's first run wrote an event for its one row
+        assert conn.execute(
+            'select shard_id, order_id from changefeed."outbox:cf_docs.order_totals"'
+        ).fetchall() == [(0, 42)]
 
 
 def test_macros_order_updates_is_the_example_model() -> None:
@@ -662,16 +585,15 @@ def test_operations_upgrade_and_teardown(shop_database: Any, tmp_path: Path) -> 
 
 def test_shop_demo_help() -> None:
     text = sample("shop-help")
-    assert text.startswith(".venv/bin/python ")
-    # The venv of this interpreter (the repository's .venv under `make test`).
-    result = run_shell(text.replace(".venv/bin/python", sys.executable, 1))
+    assert text.startswith("PYTHONPATH=examples/shop .venv/bin/python ")
+    result = run_shell(in_this_checkout(text))
     assert result.returncode == 0, result.stderr
     for option in ("--duration", "--rate", "--cycle", "--reset", "--state-dir"):
         assert option in result.stdout
 
 
 def test_shop_profile() -> None:
-    from changefeed.demo._dbt import postgres_output
+    from shop_demo._dbt import postgres_output
 
     profiles = yaml.safe_load(sample("shop-profile"))
     project = yaml.safe_load((REPO / "examples/shop/oltp/dbt_project.yml").read_text())
@@ -721,7 +643,7 @@ def test_shop_sqlserver_variant() -> None:
 
     from changefeed.cli import build_parser
     from changefeed.cli.land import source_options
-    from changefeed.spark.datasource._backend import parse_connection
+    from changefeed.spark.source import parse_connection
 
     macros = REPO / "examples" / "shop" / "oltp" / "macros"
     sources = "".join(p.read_text() for p in macros.glob("*.sql"))
@@ -754,10 +676,10 @@ PG_BLOCKING_SQL = ("docs/postgres.md", "064029a5b079")
 PG_OUTBOX_SQL = ("docs/postgres.md", "e5da92b18272")
 PG_GRANTS = ("docs/postgres.md", "70f4facbf5b8")
 PG_TOMBSTONE = ("docs/postgres.md", "a13c8128abeb")
-PG_POST_HOOK = ("docs/postgres.md", "4df10937bd02")
+PG_POST_HOOK = ("docs/postgres.md", "23e2fe6945ec")
 PG_CAPTURE_SH = ("docs/postgres.md", "4f0c87515594")
 PG_CAPTURE_SQL = ("docs/postgres.md", "c3970bc0d76e")
-SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "4df10937bd02")
+SQLSERVER_POST_HOOK = ("docs/sqlserver.md", "23e2fe6945ec")
 SQLSERVER_SH = ("docs/sqlserver.md", "9e53208c9784")
 SQLSERVER_NAMES = ("docs/sqlserver.md", "4ed17ac3a701")
 SQLSERVER_TSQL = [
@@ -767,10 +689,10 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
     ("docs/sqlserver.md", "953e955edcdf"),
 ]  # fmt: skip
-PROTOCOL_YAML = ("docs/protocol.md", "6af165c4f5c9")
+PROTOCOL_YAML = ("docs/protocol.md", "8698c6f5f285")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")
-UDFS_PYTHON = ("docs/spark-udfs.md", "3d5a791aab94")
-UDFS_STRICT_ERROR = ("docs/spark-udfs.md", "9dc0d54e59c3")
+UDFS_PYTHON = ("docs/spark-udfs.md", "c3263ffd64a7")
+UDFS_STRICT_ERROR = ("docs/spark-udfs.md", "691e487567df")
 UDFS_MACROS = ("docs/spark-udfs.md", "c6bb2d81c291")
 
 OTHERS.update({
@@ -874,7 +796,7 @@ def test_others_post_hook_configs(pg_uri: str, tmp_path: Path) -> None:
     for index, (key, schema) in enumerate([(PG_POST_HOOK, "cf_hook_pg"),
                                            (SQLSERVER_POST_HOOK, "cf_hook_mssql")]):  # fmt: skip
         project = _project_with(tmp_path / str(index), "shop", yaml.safe_load(block(*key)),
-                                {"models/orders.sql": orders})  # fmt: skip
+                                {"models/order_totals.sql": orders})  # fmt: skip
         dbt_project(project, tmp_path / f"work{index}", "shop", uri, schema).invoke(["run"])
     hook = {"models": {"+post-hook": "{{ changefeed.feed_post_hook() }}"}}
     project = _project_with(tmp_path / "protocol", "shop", hook, {
@@ -886,15 +808,18 @@ def test_others_post_hook_configs(pg_uri: str, tmp_path: Path) -> None:
         rows = conn.execute(
             "select feed_id, mode, options from changefeed.feeds order by 1"
         ).fetchall()
-        assert [(r[0], r[1]) for r in rows] == [
-            ("cf_hook_mssql.orders", "blocking"), ("cf_hook_pg.orders", "blocking"),
-            ("cf_hook_protocol.orders", "outbox")]  # fmt: skip
-        assert (rows[2][2]["capture"], rows[2][2]["shard"]) == ("trigger", "order_id % 8")
-        # the model's table got the capture triggers: its own row is an outbox row now
+        assert [(r[0], r[1], r[2]["capture"]) for r in rows] == [
+            ("cf_hook_mssql.order_totals", "outbox", "trigger"),
+            ("cf_hook_pg.order_totals", "outbox", "trigger"),
+            ("cf_hook_protocol.orders", "outbox", "trigger")]  # fmt: skip
+        assert rows[2][2]["shard"] == "order_id % 8"
+        # the model's first run wrote an event for its row, and the capture triggers record
+        # every later write
         conn.execute("insert into cf_hook_protocol.orders values (43, 'new')")
         assert conn.execute(
             'select shard_id, order_id from changefeed."outbox:cf_hook_protocol.orders"'
-        ).fetchall() == [(3, 43)]
+            " order by order_id"
+        ).fetchall() == [(2, 42), (3, 43)]
 
 
 def _long_name(kind: str, feed: str, limit: int = 128) -> str:
@@ -923,7 +848,7 @@ def test_others_sqlserver_guide(pg_uri: str, tmp_path: Path) -> None:
 
 
 def test_others_spark_source_offset() -> None:
-    from changefeed.spark.datasource import decode_offset
+    from changefeed.spark.source import decode_offset
 
     cursors = decode_offset(block(*SPARK_SOURCE_OFFSET).strip())
     assert sorted(cursors) == [0, 3] and all(len(c) == 16 for c in cursors.values())
@@ -933,7 +858,7 @@ def test_others_spark_source_offset() -> None:
 def test_others_spark_udfs_guide(spark: Any, tmp_path: Path) -> None:
     """docs/spark-udfs.md: the Python sample on an `events` table, the strict-mode error
     text, and the macro sample built as a dbt-spark model."""
-    from changefeed.demo._dbt import DbtProject, spark_session_output
+    from shop_demo._dbt import DbtProject, spark_session_output
 
     events = spark.createDataFrame([(bytes.fromhex("01563e3ab5d3d6764c61efb99302bd5b"),)],
                                    "id binary")  # fmt: skip
@@ -941,7 +866,7 @@ def test_others_spark_udfs_guide(spark: Any, tmp_path: Path) -> None:
     namespace: dict[str, Any] = {"spark": spark, "events": events}
     exec(compile(block(*UDFS_PYTHON), "docs/spark-udfs.md", "exec"), namespace)
 
-    from changefeed.spark import register
+    from changefeed.spark.udfs import register
 
     register(spark, strict=True)
     try:
@@ -980,8 +905,8 @@ OTHERS.update({
 def test_others_spark_guide_models(spark: Any, tmp_path: Path) -> None:
     """docs/spark.md's consumer, filtering consumer and publishing models, with its sources
     file, built twice by dbt-spark over a landed feed (the second run is incremental)."""
-    from changefeed.demo._dbt import DbtProject, spark_session_output
-    from changefeed.sparkfeed import write_batch
+    from changefeed.spark.feedtable import write_batch
+    from shop_demo._dbt import DbtProject, spark_session_output
 
     for table in ("landing.orders_feed", "shop.orders"):
         spark.sql(f"drop table if exists {table}")

@@ -81,6 +81,8 @@ def test_capture_options(dbt: Any, raw: str, capture: str, shard: str | None) ->
         ("{'mode': 'outbox', 'stall_timeout_ms': 0}", "stall_timeout_ms must be a positive whole"),
         ("{'mode': 'outbox', 'stall_timeout_ms': true}", "stall_timeout_ms must be a positive"),
         ("{'mode': 'outbox', 'lock_probe_ms': 1.5}", "lock_probe_ms must be a positive whole"),
+        # an int in the generated code and in sp_getapplock's @LockTimeout
+        ("{'mode': 'outbox', 'stall_timeout_ms': 2147483648}", "stall_timeout_ms .* below 2\\^31"),
         (
             "{'mode': 'outbox', 'stall_timeout_ms': 100, 'lock_probe_ms': 100}",
             r"lock_probe_ms \(100\) must be smaller than stall_timeout_ms \(100\)",
@@ -103,6 +105,7 @@ def test_capture_options(dbt: Any, raw: str, capture: str, shard: str | None) ->
         ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '1;2'}", "may not contain ;"),
         ("{'mode': 'outbox', 'capture': 'trigger', 'shard': \"';'\"}", "may not contain ;"),
         ("{'mode': 'outbox', 'capture': 'trigger', 'shard': 'a /* b */'}", "may not contain /\\*"),
+        ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '0) --'}", "may not contain --"),
         ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '$$x$$'}", "may not contain \\$"),
         ("{'mode': 'outbox', 'capture': 'trigger', 'shard': 'a)'}", "unbalanced parentheses"),
         ("{'mode': 'outbox', 'capture': 'trigger', 'shard': '(a'}", "unbalanced parentheses"),
@@ -113,6 +116,17 @@ def test_capture_options(dbt: Any, raw: str, capture: str, shard: str | None) ->
 def test_options_reject_bad_values_naming_them(dbt: Any, raw: str, message: str) -> None:
     with pytest.raises(DbtError, match=message):
         _options(dbt, raw)
+
+
+def test_spec_needs_key_columns_and_a_block_size_the_protocol_allows(dbt: Any) -> None:
+    relation = "api.Relation.create(database='d', schema='shop', identifier='orders')"
+    options = "changefeed._feed_options({'mode': 'outbox'})"
+    with pytest.raises(DbtError, match=r"the feed of .*orders.* has no key columns"):
+        dbt.render("{{ changefeed._feed_spec(" + relation + ", " + options + ", []) }}", "postgres")
+    for bits in ("7", "61", "true"):
+        with pytest.raises(DbtError, match="block_bits must be a whole number in \\[8, 60\\]"):
+            dbt.render("{{ changefeed._feed_check_block_bits(" + bits + ") }}", "postgres")
+    assert dbt.render("{{ changefeed._feed_check_block_bits(36) }}", "postgres") == ""
 
 
 def test_relation_accepts_strings_mappings_and_dotted_names(dbt: Any) -> None:

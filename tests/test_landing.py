@@ -1,4 +1,4 @@
-"""changefeed.landing.land and ``changefeed land``: incremental runs, and kill-and-rerun.
+"""changefeed.spark.landing.land and ``changefeed land``: incremental runs, and kill-and-rerun.
 
 The kill test runs the landing in separate processes (the CLI and this file's
 ``__main__`` runner) that share a Derby metastore and warehouse, kills them with SIGKILL
@@ -21,8 +21,8 @@ import psycopg
 import pytest
 from tests import spark_source_kit as kit
 
-from changefeed.landing import ChangefeedSourceError, land
-from changefeed.landing._format import BATCH_COLUMN
+from changefeed.spark.feedtable import BATCH_COLUMN
+from changefeed.spark.landing import ChangefeedSourceError, land
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -134,7 +134,7 @@ def test_the_docs_examples_run(
     argv[argv.index("--feed") + 1] = "cf_docs_spark.nothing"
     assert main([*argv, "--spark", "existing"]) == 1
     error = capsys.readouterr().err
-    assert "changefeed land: unknown feed 'cf_docs_spark.nothing'" in error
+    assert "changefeed land: error: unknown feed 'cf_docs_spark.nothing'" in error
     assert "Traceback" not in error
 
 
@@ -146,7 +146,7 @@ def _runner(config: dict[str, Any], timeout: float = 300) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, __file__, json.dumps(config)],
         capture_output=True, text=True, timeout=timeout, cwd=config["warehouse"],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'python'}"}, start_new_session=True,
     )  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """Setting up PostgreSQL feeds through real dbt: idempotence, errors, concurrency,
-teardown, upgrade, hostile and long names, the model post-hook, and the roles' grants.
+teardown, upgrade, hostile and long names, and the roles' grants (feeds on dbt models:
+tests/test_pg_feed_models.py).
 
 Every feed is set up with ``dbt run-operation changefeed.setup_feed`` (or a model's
 post-hook) on the embedded PostgreSQL 16 server.
@@ -87,6 +88,41 @@ def test_feed_statements_render_without_a_database_round_trip(dbt: Any) -> None:
             "create or replace procedure"
         )
         assert routines > 0 and routines == text.count("from public")
+
+
+def test_teardown_drops_every_routine_that_setup_creates(dbt: Any) -> None:
+    """_postgres_routine_kinds is the one list of routines: setup creates each kind with its
+    _postgres_routine_<kind> macro, and the teardown statement drops every one of them."""
+    capture = "'protocol_version': 2, 'capture': 'trigger', 'shard': '(id % 3)'"
+    specs = [
+        SPEC.replace("MODE", "'blocking'"),
+        SPEC.replace("MODE", "'outbox'"),
+        SPEC.replace("MODE", "'outbox'").replace("'protocol_version': 2", capture),
+    ]
+    rendered = dbt.render_many(
+        [
+            "{% set s = " + spec + " %}{% set ctx = changefeed._postgres_feed_context(s) %}"
+            "{% for st in changefeed._postgres_feed_statements(s) %}{{ st }}\n;;\n{% endfor %}"
+            "@@teardown@@{{ changefeed._postgres_sql_teardown(ctx, ctx['n']) }}"
+            for spec in specs
+        ],
+        "postgres",
+    )
+    routine = r'(function|procedure) ("changefeed"\."[^"]+")'
+    created_per_spec = []
+    for text in rendered:
+        setup, teardown = text.split("@@teardown@@")
+        created = set(re.findall("create or replace " + routine, setup))
+        dropped = set(re.findall("drop " + routine.replace(") (", ") if exists (", 1), teardown))
+        assert created and created <= dropped, created - dropped
+        # Teardown also drops a capture function the registry may not name (capture was
+        # switched off, or the row is gone), and nothing else beyond what setup created.
+        assert {name for _, name in dropped - created} <= {'"changefeed"."capture:cf_render.t"'}
+        created_per_spec.append({name for _, name in created})
+    blocking, outbox, captured = created_per_spec
+    assert '"changefeed"."lock:cf_render.t"' in blocking - outbox
+    assert '"changefeed"."move_outbox:cf_render.t"' in outbox - blocking
+    assert captured - outbox == {'"changefeed"."capture:cf_render.t"'}
 
 
 def test_reserved_key_column_names_fail_clearly(dbt: Any) -> None:
@@ -253,7 +289,7 @@ def test_concurrent_setups_leave_exactly_one_feed(
     blocking_sql, outbox_sql = dbt.render_many(
         [
             "{% set s = " + spec.replace("MODE", mode) + " %}"
-            "{{ changefeed._postgres_setup_sql(s, changefeed._postgres_feed_context(s),"
+            "{{ changefeed._postgres_sql_setup(s, changefeed._postgres_feed_context(s),"
             " changefeed._postgres_key_signature(s['keys']),"
             " changefeed._postgres_feed_options(s)) }}"
             for mode in ("'blocking'", "'outbox'")
@@ -386,36 +422,6 @@ def test_hostile_names_work_end_to_end(
     assert [e.key for e in page.events] == [("v'1",), ("v;2",)]
     assert teardown_feed(dbt, schema, table)[0].endswith("torn down")
     assert object_oids(admin, names) == {}
-
-
-# -- the model post-hook ---------------------------------------------------------------------
-
-
-def test_model_post_hook_sets_up_the_feed_once_and_the_feed_survives_rebuilds(
-    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
-) -> None:
-    teardown_feed(dbt, "cf_dbtkit", "cf_pg_orders")
-    dbt.invoke(["run", "--select", "cf_pg_orders", "cf_pg_no_feed"], "postgres")
-    row = registry_row(admin, "cf_dbtkit.cf_pg_orders")
-    assert row is not None and row["mode"] == "blocking"
-    assert row["options"]["stall_timeout_ms"] == 3000
-    assert registry_row(admin, "cf_dbtkit.cf_pg_no_feed") is None
-
-    feed = PostgresFeed("cf_dbtkit.cf_pg_orders")
-    with connect(pg_uri) as conn, feed.write(conn, 0) as w:
-        w.insert_events([(1,), (2,), (3,)])
-    names = dict(row["names"])
-    before = object_oids(admin, names)
-    dbt.invoke(["run", "--select", "cf_pg_orders"], "postgres")  # the table is rebuilt
-    assert object_oids(admin, names) == before
-    with connect(pg_uri) as conn:
-        assert [e.key for e in feed.read_page(conn, 0).events] == [(1,), (2,), (3,)]
-    teardown_feed(dbt, "cf_dbtkit", "cf_pg_orders")
-
-
-def test_a_model_with_two_different_changefeed_configs_is_refused(dbt: Any) -> None:
-    with pytest.raises(DbtError, match=r"changefeed config both under meta .* and they differ"):
-        dbt.invoke(["run", "--select", "cf_pg_conflicting_config"], "postgres")
 
 
 # -- roles -----------------------------------------------------------------------------------

@@ -20,13 +20,16 @@ from typing import Any
 import pytest
 from pymssql import _mssql
 
-from changefeed.spark.datasource import ChangefeedSourceError, _source, parse_options
-from changefeed.spark.datasource._backend import parse_connection, read_range
-from changefeed.spark.datasource._sqlserver import (
-    PAYLOAD_CHUNK,
-    SqlServerBackend,
-    connect_arguments,
+from changefeed.client import CannotConnect
+from changefeed.client.sqlserver import PAYLOAD_CHUNK, connect_arguments
+from changefeed.spark.source import (
+    ChangefeedSourceError,
+    _source,
+    parse_connection,
+    parse_options,
+    read_range,
 )
+from changefeed.spark.source._sqlserver import SqlServerBackend
 
 FEED = "dbo.orders"
 NAMES = {"read_feed": "read_feed:dbo.orders", "safe_point": "safe_point:dbo.orders",
@@ -138,13 +141,17 @@ def backend(server: FakeServer) -> SqlServerBackend:
 
 def test_connect_arguments() -> None:
     args = connect_arguments(
-        "mssql://app%40corp:p%3Ass@sql.example:14330/shop%20db?tds_version=7.4"
+        "mssql://app%40corp:p%3Ass@sql.example:14330/shop%20db?tds_version=7.4",
+        application_name="changefeed-spark",
     )
     assert args == {"server": "sql.example", "port": 14330, "user": "app@corp", "password": "p:ss",
                     "database": "shop db", "autocommit": True, "login_timeout": 15,
                     "appname": "changefeed-spark", "tds_version": "7.4"}  # fmt: skip
-    with pytest.raises(ChangefeedSourceError, match="parameter 'driver' is not supported"):
+    with pytest.raises(CannotConnect, match="parameter 'driver' is not supported"):
         connect_arguments("mssql://a:b@h/db?driver=x")
+    with pytest.raises(ChangefeedSourceError, match="parameter 'driver' is not supported"):
+        SqlServerBackend(parse_connection("mssql://a:b@h/db?driver=x"), "changefeed",
+                         connect=FakeServer().connect)  # fmt: skip
     # user/password options replace the URI's, so the secret can stay out of the URI.
     connection = parse_connection("sqlserver://h:1433/db", user="app", password="s3:cr/t")
     assert connect_arguments(connection.uri)["password"] == "s3:cr/t"
@@ -344,6 +351,7 @@ def test_a_feed_without_shards_procedure_asks_for_an_upgrade() -> None:
     registry(server)
     b = backend(server)
     info = b.describe(FEED, payload=False)
-    info = replace(info, names={k: v for k, v in info.names.items() if k != "shards"})
+    names = {k: v for k, v in info.names.items() if k != "shards"}
+    info = replace(info, info=replace(info.info, names=names))
     with pytest.raises(ChangefeedSourceError, match=r"run changefeed\.upgrade_feed"):
         b.shards(info)

@@ -50,7 +50,7 @@ def rel(table: str) -> str:
 @pytest.fixture(scope="module")
 def feed(spark: Any) -> str:
     """A feed of two batches on shards 0 and 1, written with sparkfeed.write_batch."""
-    from changefeed.sparkfeed import write_batch
+    from changefeed.spark.feedtable import write_batch
 
     spark.sql(f"drop schema if exists {UNIT} cascade")
     table = f"{UNIT}.feed"
@@ -63,7 +63,7 @@ def feed(spark: Any) -> str:
 
 
 def test_write_batch_commits_one_partition_per_batch(spark: Any, feed: str) -> None:
-    from changefeed.sparkfeed import feed_heads, next_batch
+    from changefeed.spark.feedtable import feed_heads, next_batch
 
     assert [r[0] for r in spark.sql(f"show partitions {feed}").collect()] == [
         "changefeed_batch=1",
@@ -76,7 +76,7 @@ def test_write_batch_commits_one_partition_per_batch(spark: Any, feed: str) -> N
 
 
 def test_write_batch_refuses_to_go_backwards(spark: Any, feed: str) -> None:
-    from changefeed.sparkfeed import FeedOrderError, write_batch
+    from changefeed.spark.feedtable import FeedOrderError, write_batch
 
     with pytest.raises(FeedOrderError, match=r"shard 1: event \w+ is not above the head"):
         write_batch(spark, feed, frame(spark, [(1, u(10, 2), 9, "dup")]))
@@ -174,7 +174,7 @@ def test_consumer_config_accepted_for_parquet_and_delta(dbt: Any) -> None:
 def test_orphaned_location_is_cleared(spark: Any, feed: str) -> None:
     """11.5: debris where a table's managed location would be blocks creating it; the
     cleanup deletes it through a throw-away managed table."""
-    from changefeed.sparkfeed import clear_orphan_location, write_batch
+    from changefeed.spark.feedtable import clear_orphan_location, write_batch
 
     location = next(
         str(r[1]) for r in spark.sql(f"describe schema extended {UNIT}").collect()

@@ -60,7 +60,7 @@ def u(ms: int, n: int) -> bytes:
 
 def land(spark: Any, events: list[tuple[int, int]]) -> int:
     """One batch of (shard, order_id) events; ULIDs from the order id (rising per shard)."""
-    from changefeed.sparkfeed import write_batch
+    from changefeed.spark.feedtable import write_batch
 
     rows = [(shard, u(order_id, shard), order_id) for shard, order_id in events]
     frame = spark.createDataFrame(rows, "shard_id int, ulid binary, order_id bigint")

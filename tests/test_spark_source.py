@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from tests import spark_source_kit as kit
 
-from changefeed.spark.datasource import ChangefeedSourceError, parse_options, register
+from changefeed.spark.source import ChangefeedSourceError, parse_options, register
 from changefeed.ulid import encode_one
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -113,13 +113,13 @@ def test_a_batch_read_is_fixed_when_planned(spark: Any, pg_uri: str, dbt: Any) -
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
     kit.write_many_blocking(pg_uri, feed, 0, 1, 10, 5)
     options = kit.options(pg_uri, feed)
-    from changefeed.spark.datasource._source import describe, partitions_for, plan_cursors
+    from changefeed.spark.source._source import describe, partitions_for, plan_cursors
 
     parsed = parse_options(options)
     info = describe(parsed)
     starts, ends = plan_cursors(parsed, info)
     kit.write_many_blocking(pg_uri, feed, 0, 11, 10, 5)  # after planning
-    from changefeed.spark.datasource._source import read_partition
+    from changefeed.spark.source._source import read_partition
 
     (partition,) = partitions_for(parsed, info, starts, ends)
     got = [r for batch in read_partition(partition) for r in batch.to_pylist()]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests import spark_source_kit as kit
 
-from changefeed.spark.datasource import register
+from changefeed.spark.source import register
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 

@@ -1,4 +1,4 @@
-"""changefeed.spark: the ULID Arrow UDFs against python-ulid, in a real local Spark.
+"""changefeed.spark.udfs: the ULID Arrow UDFs against python-ulid, in a real local Spark.
 
 The Arrow batch bodies are also exercised directly (no Spark) for the Arrow layouts
 Spark may hand them (chunked, large, dictionary, all-null).
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 import ulid as pyulid
 
-from changefeed.spark import FUNCTION_NAMES, StrictULIDError, _batch
+from changefeed.spark.udfs import FUNCTION_NAMES, StrictULIDError, _batch
 
 pytestmark = pytest.mark.spark
 
@@ -151,7 +151,7 @@ EDGE_PARTS: list[tuple[bytes | None, int | None]] = [
 
 @pytest.fixture(scope="module")
 def registered(spark: Any) -> Any:
-    from changefeed.spark import register
+    from changefeed.spark.udfs import register
 
     assert register(spark) == SQL_NAMES
     return spark
@@ -326,7 +326,7 @@ def test_null_literals_and_empty_input(registered: Any) -> None:
 
 @pytest.mark.parametrize("iterator", [False, True], ids=["array", "iterator"])
 def test_array_and_iterator_forms_agree(spark: Any, iterator: bool) -> None:
-    from changefeed.spark import make_udf
+    from changefeed.spark.udfs import make_udf
 
     def f(name: str) -> Callable[..., Any]:
         return make_udf(name, iterator=iterator)  # type: ignore[no-any-return]
@@ -366,7 +366,7 @@ def test_array_and_iterator_forms_agree(spark: Any, iterator: bool) -> None:
 def test_python_column_functions(spark: Any) -> None:
     from pyspark.sql import functions as F
 
-    import changefeed.spark as cs
+    import changefeed.spark.udfs as cs
 
     df = spark.createDataFrame(_table(u=([GOOD_RAW, None, b"x"], pa.binary())))
     out = df.select(
@@ -399,7 +399,7 @@ STRICT_CASES = [
 def test_strict_mode_names_the_bad_value_and_why(
     spark: Any, name: str, kind: str, bad: str, why: str
 ) -> None:
-    from changefeed.spark import make_udf
+    from changefeed.spark.udfs import make_udf
 
     if kind == "u":
         table = _table(u=([GOOD_RAW, None, bytes.fromhex(bad)], pa.binary()))
@@ -417,7 +417,7 @@ def test_strict_mode_names_the_bad_value_and_why(
 
 
 def test_strict_mode_passes_valid_values_and_nulls(spark: Any) -> None:
-    import changefeed.spark as cs
+    import changefeed.spark.udfs as cs
 
     df = spark.createDataFrame(_table(s=([GOOD, None, GOOD.lower()], pa.string())))
     out = df.select(
@@ -427,7 +427,7 @@ def test_strict_mode_passes_valid_values_and_nulls(spark: Any) -> None:
 
 
 def test_register_strict_raises_from_sql(spark: Any) -> None:
-    from changefeed.spark import register
+    from changefeed.spark.udfs import register
 
     register(spark, strict=True)
     try:

@@ -77,7 +77,7 @@ def tsql(dbt: Any) -> dict[str, str]:
 
 @pytest.mark.spark
 def test_spark_macros_equal_the_udfs_and_python_ulid(spark: Any, spark_sql: dict[str, str]) -> None:
-    from changefeed.spark import register
+    from changefeed.spark.udfs import register
 
     register(spark)
     binary, texts = _random_cases(20_000, seed=7)

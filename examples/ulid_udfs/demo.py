@@ -13,7 +13,7 @@ import numpy as np
 
 from changefeed import ulid
 from changefeed.local_spark import local_spark_session
-from changefeed.spark import register
+from changefeed.spark.udfs import register
 
 
 def main() -> int:

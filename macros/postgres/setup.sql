@@ -1,10 +1,25 @@
-{#- postgres__setup_feed: the postgres implementation of changefeed.setup_feed (macros/setup_feed.sql). -#}
-{% macro postgres__setup_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{#-
+  Setting up a feed (protocol section 10): postgres__setup_feed, the one DO statement that
+  creates or updates the feed under the setup lock, and the statement lists it is built
+  from (registry, tables, routines, grants; sections 3-9).
+
+  Contract: postgres__setup_feed returns exactly one of
+    'created'   the feed did not exist and was set up;
+    'updated'   it existed with other options, and its routines were re-created;
+    'repaired'  the config was unchanged but the capture triggers were missing (re-created);
+    'unchanged' nothing to do;
+  and none when dbt is only parsing (execute is false).
+-#}
+
+
+{#- Options are validated once, adapter-neutrally, by _feed_build_spec (macros/_feed/);
+    everything below trusts the spec. -#}
+{% macro postgres__setup_feed(relation, options, model=none) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
+  {%- set spec = changefeed._feed_build_spec(relation, options, changefeed._postgres_key_columns, model) -%}
   {{ return(changefeed._postgres_setup_feed(spec)) }}
 {% endmacro %}
+
 
 {#-
   Sets up one feed (called by postgres__setup_feed with the spec). Idempotent and all or
@@ -13,7 +28,10 @@
   routines. The registry is checked here first for clear compiler errors, and again
   inside the setup statement under the setup lock for concurrent setups.
   With capture: trigger, an unchanged config whose source table lost its triggers (dbt
-  rebuilt the table) re-creates them. Returns 'created', 'updated', 'repaired' or 'unchanged'.
+  rebuilt the table) re-creates them. For a dbt model (spec['model'], from feed_post_hook)
+  a new feed gets an event for every row the table already has, and a lost trigger is an
+  error instead (its writes since then have no events). Returns the contract's word (see
+  the file header).
 -#}
 {% macro _postgres_setup_feed(spec) %}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
@@ -25,7 +43,13 @@
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
     {{ return('unchanged') }}
   {%- endif -%}
-  {%- do changefeed._postgres_run_ddl(changefeed._postgres_setup_sql(spec, ctx, signature, options)) -%}
+  {%- if unchanged and spec.get('model') is not none -%}
+    {{ changefeed._feed_model_rebuilt_error(spec) }}
+  {%- endif -%}
+  {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_setup(spec, ctx, signature, options)) -%}
+  {%- if row is none and spec.get('model') is not none -%}
+    {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_seed(ctx)) -%}
+  {%- endif -%}
   {%- if unchanged -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": re-created the capture triggers on " ~ ctx['q_source']
                ~ " (the table was rebuilt or they were dropped)", info=true) -%}
@@ -36,4 +60,156 @@
              ~ signature ~ ", schema " ~ spec['schema']
              ~ (", capture: trigger, shard " ~ spec['shard'] if ctx['capture'] == 'trigger' else '') ~ ")", info=true) -%}
   {{ return(action) }}
+{% endmacro %}
+
+
+{#-
+  One DO statement that sets up a feed, all or nothing (protocol section 10, D1/D2): it
+  takes the setup lock (a transaction advisory lock), creates the registry if missing,
+  then re-checks the registry under the lock, so that a concurrent setup that won the
+  race turns this one into a no-op (or an error if it registered a different mode or
+  key). A changed option re-creates the routines. Being one statement, it is atomic even
+  on an autocommit connection; inside a model's transaction it commits with the model.
+-#}
+{% macro _postgres_sql_setup(spec, ctx, signature, options) %}
+  {%- set registry = ctx['schema'] ~ '.feeds' -%}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set own_names = [] -%}
+  {%- for kind, name in ctx['n'].items() if kind != 'guc' -%}
+    {%- do own_names.append(lit(name)) -%}
+  {%- endfor -%}
+  {%- set relation_arg = changefeed._postgres_relation_arg(spec) -%}
+  {%- set body -%}
+<<cf>>
+declare
+  r record;
+  v_clash record;
+begin
+  perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('changefeed/setup', 0));
+{{ changefeed._postgres_execute_all(changefeed._postgres_registry_statements(spec['schema'])) }}
+  select f.mode, f.key_signature, f.protocol_version, f.options into r
+    from {{ registry }} as f where f.feed_id = {{ ctx['lit_feed'] }};
+  if found then
+    if r.mode <> {{ lit(spec['mode']) }} or r.key_signature <> {{ lit(signature) }} then
+      raise exception using errcode = 'CF008',
+        message = 'changefeed: the feed ' || {{ ctx['lit_feed'] }} || ' is registered with mode ' || r.mode
+          || ' and key (' || r.key_signature || '), but the config asks for mode ' || {{ lit(spec['mode']) }}
+          || ' and key (' || {{ lit(signature) }} || ')',
+        hint = {{ lit("Keep the registered mode and key, or run `dbt run-operation changefeed.teardown_feed --args '{relation: "
+                      ~ relation_arg ~ "}'` (this drops the feed and its history) and set it up again.") }};
+    end if;
+    if r.protocol_version <> {{ spec['protocol_version'] }} then
+      raise exception using errcode = 'CF008',
+        message = 'changefeed: the feed ' || {{ ctx['lit_feed'] }} || ' has protocol version ' || r.protocol_version::text
+          || ' and this package ' || {{ lit(spec['protocol_version'] | string) }},
+        hint = {{ lit("Run `dbt run-operation changefeed.upgrade_feed --args '{relation: " ~ relation_arg
+                      ~ ", mode: " ~ spec['mode'] ~ "}'` (or upgrade the package if the feed's version is newer).") }};
+    end if;
+    if r.options = {{ lit(tojson(options)) }}::jsonb then
+      -- Set up meanwhile by a concurrent setup with the same config, or (capture: trigger)
+      -- the source table was rebuilt and lost its triggers.
+{{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
+      return;
+    end if;
+    -- Only the options changed: replace the routines, which embed them. `create or replace`
+    -- keeps each routine's identity, so a call already running (a writer waiting in lock)
+    -- finishes on the old body instead of failing with "cache lookup failed".
+{{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
+     + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) }}
+    update {{ registry }} as f
+       set options = {{ lit(tojson(options)) }}::jsonb, names = {{ lit(tojson(ctx['n'])) }}::jsonb,
+           updated_at = pg_catalog.now()
+     where f.feed_id = {{ ctx['lit_feed'] }};
+    return;
+  end if;
+  select f.feed_id, e.name into v_clash
+    from {{ registry }} as f cross join lateral pg_catalog.jsonb_each_text(f.names) as e (kind, name)
+   where e.kind <> 'guc' and e.name = any (array[{{ own_names | join(', ') }}]::text[])
+   limit 1;
+  if found then
+    raise exception using errcode = 'CF008',
+      message = 'changefeed: the object name ' || pg_catalog.quote_ident(v_clash.name) || ' that the feed '
+        || {{ ctx['lit_feed'] }} || ' needs is already used by the feed ' || v_clash.feed_id,
+      hint = 'The two tables'' names share a shortened prefix and md5 prefix; rename one of the tables.';
+  end if;
+{{ changefeed._postgres_execute_all(changefeed._postgres_tables_statements(ctx)) }}
+{{ changefeed._postgres_sql_capture_check(ctx) }}
+{{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
+     + changefeed._postgres_grants_statements(ctx)) }}
+{{ changefeed._postgres_sql_capture_sync(ctx) }}
+  insert into {{ registry }} as f
+    (feed_id, source_database, source_schema, source_table, source_relation, mode, key_signature,
+     keys, options, names, protocol_version)
+  values ({{ ctx['lit_feed'] }}, {{ lit(spec['database']) }}, {{ lit(spec['source_schema']) }},
+          {{ lit(spec['source_table']) }}, {{ lit(spec['source_relation']) }}, {{ lit(spec['mode']) }},
+          {{ lit(signature) }}, {{ lit(tojson(spec['keys'])) }}::jsonb, {{ lit(tojson(options)) }}::jsonb,
+          {{ lit(tojson(ctx['n'])) }}::jsonb, {{ spec['protocol_version'] }});
+end
+  {%- endset -%}
+  {{ return('do ' ~ changefeed._postgres_dollar_quote(body, 'cfsetup')) }}
+{% endmacro %}
+
+
+{#-
+  Every statement that creates one feed (protocol sections 3-9), in order: the registry
+  (if missing), the sequence and tables, the routines, the roles and grants. Pure: it
+  runs no query, so tests can render it. _postgres_setup_feed runs these in one
+  transaction under the setup lock.
+-#}
+{% macro _postgres_feed_statements(spec) %}
+  {%- set ctx = changefeed._postgres_feed_context(spec) -%}
+  {{ return(changefeed._postgres_registry_statements(spec['schema'])
+            + changefeed._postgres_tables_statements(ctx)
+            + changefeed._postgres_routine_statements(ctx)
+            + changefeed._postgres_grants_statements(ctx)) }}
+{% endmacro %}
+
+
+{#-
+  create statements for the feed's functions and procedures, each followed by
+  `revoke all ... from public` (PostgreSQL grants execute to public by default). The
+  routine of kind X comes from the macro _postgres_routine_X, looked up by name, so
+  _postgres_routine_kinds is the only list to extend.
+-#}
+{% macro _postgres_routine_statements(ctx) %}
+  {%- set statements = [] -%}
+  {%- for kind, word in changefeed._postgres_routine_kinds(ctx['mode'], ctx['capture']) -%}
+    {%- set generate = changefeed.get('_postgres_routine_' ~ kind) -%}
+    {%- if generate is none -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: _postgres_routine_kinds lists the routine '" ~ kind ~ "' but there is no macro"
+          ~ " _postgres_routine_" ~ kind ~ " to generate it; add that macro or remove the kind") }}
+    {%- endif -%}
+    {%- do statements.append(generate(ctx)) -%}
+    {%- do statements.append('revoke all on ' ~ word ~ ' ' ~ ctx['q'][kind] ~ ' from public') -%}
+  {%- endfor -%}
+  {{ return(statements) }}
+{% endmacro %}
+
+
+{#-
+  The feed's routines for a mode, in creation order, as (kind, 'function' | 'procedure'):
+  the one list of routines. capture: the trigger function of capture: trigger (mode none:
+  every kind, for teardown). To add a routine X: write _postgres_routine_X(ctx) in the file
+  of its protocol concern, list X here, name it in _postgres_feed_names (context.sql) and
+  grant it in _postgres_grants_statements (grants.sql).
+-#}
+{% macro _postgres_routine_kinds(mode, capture='none') %}
+  {%- set kinds = [('lock_try', 'function')] -%}
+  {%- if mode != 'outbox' -%}
+    {%- do kinds.extend([('lock_wait', 'function'), ('lock', 'procedure'), ('ulid', 'function'),
+                         ('update_state', 'function'), ('release', 'function')]) -%}
+  {%- endif -%}
+  {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
+                       ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function')]) -%}
+  {%- if mode != 'blocking' -%}
+    {%- do kinds.append(('move_outbox', 'procedure')) -%}
+  {%- endif -%}
+  {%- if mode is none or capture == 'trigger' -%}
+    {%- do kinds.append(('capture', 'function')) -%}
+  {%- endif -%}
+  {{ return(kinds) }}
 {% endmacro %}

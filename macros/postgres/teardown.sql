@@ -1,8 +1,21 @@
-{#- postgres__teardown_feed: the postgres implementation of changefeed.teardown_feed (macros/teardown_feed.sql). -#}
+{#-
+  Tearing a feed down (protocol section 10): postgres__teardown_feed and the one DO
+  statement that drops the feed's objects (section 9), roles and registry row.
+
+  Contract: postgres__teardown_feed returns exactly one of
+    'dropped'  the feed was registered and is gone;
+    'absent'   it was not registered (any of its objects that existed were dropped);
+  and none when dbt is only parsing (execute is false).
+-#}
+
+
+{#- Teardown needs only the feed's identity (no mode, key or options), so that a feed can be
+    removed whatever its config says now. -#}
 {% macro postgres__teardown_feed(relation) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
   {{ return(changefeed._postgres_teardown_feed(changefeed._feed_identity(changefeed._feed_relation(relation)))) }}
 {% endmacro %}
+
 
 {#-
   Drops every object of a feed (its history and undelivered outbox rows included), its
@@ -10,12 +23,27 @@
   registry row when there is one (else they are computed, and whatever exists is dropped),
   so a feed set up by an older package is removed exactly. The source table is untouched.
   A role that was granted privileges beyond the feed's own cannot be dropped: the error
-  names them. Returns 'dropped' or 'absent'.
+  names them. Returns the contract's word (see the file header).
 -#}
 {% macro _postgres_teardown_feed(spec) %}
   {%- set row = changefeed._postgres_registry_row(spec) -%}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
   {%- set names = row['names'] if row is not none else ctx['n'] -%}
+  {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_teardown(ctx, names)) -%}
+  {%- set action = 'dropped' if row is not none else 'absent' -%}
+  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ (" torn down" if row is not none else " was not registered; dropped any of its objects that existed"), info=true) -%}
+  {{ return(action) }}
+{% endmacro %}
+
+
+{#-
+  The teardown statement for a feed whose objects have the given names (the registry's,
+  or computed): capture triggers first (they depend on the capture function), then the
+  routines, tables and sequence, the roles after revoking what the feed granted them, and
+  the registry row; under the setup lock, so it never interleaves with a setup. Pure: it
+  runs no query, so tests can render it.
+-#}
+{% macro _postgres_sql_teardown(ctx, names) %}
   {%- set q = {} -%}
   {%- for kind, name in names.items() -%}
     {%- do q.update({kind: ctx['schema'] ~ '.' ~ changefeed._postgres_ident(name)}) -%}
@@ -62,8 +90,18 @@ begin
   end if;
 end
   {%- endset -%}
-  {%- do changefeed._postgres_run_ddl('do ' ~ changefeed._postgres_dollar_quote(body, 'cfteardown')) -%}
-  {%- set action = 'dropped' if row is not none else 'absent' -%}
-  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ (" torn down" if row is not none else " was not registered; dropped any of its objects that existed"), info=true) -%}
-  {{ return(action) }}
+  {{ return('do ' ~ changefeed._postgres_dollar_quote(body, 'cfteardown')) }}
+{% endmacro %}
+
+
+{#- drop statements for the feed's functions and procedures (teardown). With
+    mode none, every kind is dropped if it exists. -#}
+{% macro _postgres_drop_routine_statements(ctx) %}
+  {%- set statements = [] -%}
+  {%- for kind, word in changefeed._postgres_routine_kinds(ctx['mode']) | reverse -%}
+    {%- if kind in ctx['q'] -%}
+      {%- do statements.append('drop ' ~ word ~ ' if exists ' ~ ctx['q'][kind]) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(statements) }}
 {% endmacro %}

@@ -1,15 +1,26 @@
-{#- postgres__upgrade_feed: the postgres implementation of changefeed.upgrade_feed (macros/upgrade_feed.sql). -#}
-{% macro postgres__upgrade_feed(relation, mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{#-
+  Upgrading a feed to this package's protocol version (protocol section 10):
+  postgres__upgrade_feed and the one DO statement that re-creates the feed's routines and
+  their grants under the setup lock, keeping tables, data, roles and table grants.
+
+  Contract: postgres__upgrade_feed returns 'upgraded' (or fails with an error naming the
+  remedy), and none when dbt is only parsing (execute is false).
+-#}
+
+
+{#- Options are validated once, adapter-neutrally, by _feed_build_spec (macros/_feed/). -#}
+{% macro postgres__upgrade_feed(relation, options) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set spec = changefeed._feed_build_spec(
-      relation, mode, key, stall_timeout_ms, lock_probe_ms, changefeed._postgres_key_columns, capture, shard) -%}
+  {%- set spec = changefeed._feed_build_spec(relation, options, changefeed._postgres_key_columns) -%}
   {{ return(changefeed._postgres_upgrade_feed(spec)) }}
 {% endmacro %}
+
 
 {#-
   Re-creates a feed's functions and procedures (and their grants) from this package's
   code; tables, data, roles and table grants are kept. The mode, key, capture and shard
   must match the registry. Updates the registry's protocol version, options and names.
+  Returns 'upgraded'.
 -#}
 {% macro _postgres_upgrade_feed(spec) %}
   {%- set ctx = changefeed._postgres_feed_context(spec) -%}
@@ -33,6 +44,19 @@
         ~ ctx['capture'] ~ (", shard: " ~ ctx['shard'] if ctx['shard'] is not none else '')
         ~ ". upgrade_feed keeps them: pass the registered capture and shard, or change them with setup_feed") }}
   {%- endif -%}
+  {%- do changefeed._postgres_run_ddl(changefeed._postgres_sql_upgrade(spec, ctx, signature, options)) -%}
+  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " upgraded to protocol version " ~ spec['protocol_version'], info=true) -%}
+  {{ return('upgraded') }}
+{% endmacro %}
+
+
+{#-
+  The upgrade statement: under the setup lock, re-check the registry (a feed torn down or
+  set up again meanwhile fails with CF008), abandon pending writes of a protocol 1 lock
+  call (blocking), re-create the routines and their grants, sync the capture triggers and
+  update the registry row. Pure: it runs no query, so tests can render it.
+-#}
+{% macro _postgres_sql_upgrade(spec, ctx, signature, options) %}
   {%- set registry = ctx['schema'] ~ '.feeds' -%}
   {%- set lit = changefeed._postgres_literal -%}
   {%- set body -%}
@@ -62,7 +86,7 @@ begin
     routine explicitly here. -#}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
-     + changefeed._postgres_grant_statements(ctx, routines_only=true)) }}
+     + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   update {{ registry }} as f
      set protocol_version = {{ spec['protocol_version'] }}, options = {{ lit(tojson(options)) }}::jsonb,
@@ -70,7 +94,5 @@ begin
    where f.feed_id = {{ ctx['lit_feed'] }};
 end
   {%- endset -%}
-  {%- do changefeed._postgres_run_ddl('do ' ~ changefeed._postgres_dollar_quote(body, 'cfupgrade')) -%}
-  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " upgraded to protocol version " ~ spec['protocol_version'], info=true) -%}
-  {{ return('upgraded') }}
+  {{ return('do ' ~ changefeed._postgres_dollar_quote(body, 'cfupgrade')) }}
 {% endmacro %}

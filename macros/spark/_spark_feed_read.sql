@@ -127,11 +127,3 @@
         ~ " source('landing', 'orders_feed') or this; got: " ~ value) }}
   {%- endif -%}
 {% endmacro %}
-
-
-{% macro _spark_unsupported(macro_name) %}
-  {{ exceptions.raise_compiler_error(
-      "changefeed." ~ macro_name ~ " does not support the '" ~ adapter.type() ~ "' adapter;"
-      ~ " supported adapters: spark (and databricks). PostgreSQL and SQL Server consumers read"
-      ~ " with read_feed:<feed> (docs/protocol.md section 8)") }}
-{% endmacro %}

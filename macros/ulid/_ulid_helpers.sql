@@ -34,11 +34,3 @@ ABCDEFGHJKMNPQRSTVWXYZ
         ) }}
     {%- endif -%}
 {%- endmacro %}
-
-{#- The compiler error of every default__ implementation. -#}
-{% macro _ulid_unsupported(macro_name) -%}
-    {{ exceptions.raise_compiler_error(
-        "changefeed." ~ macro_name ~ " is not implemented for the '" ~ target.type
-        ~ "' adapter; supported adapters: spark (and databricks), postgres, sqlserver"
-    ) }}
-{%- endmacro %}

@@ -4,7 +4,7 @@
     NULL in gives NULL; anything that is not a canonical ULID gives NULL: a length other
     than 26, a character outside Crockford base32 (I, L, O and U are not in it), or a
     first character above '7' (the value would not fit in 128 bits). Pure SQL; the UDF
-    changefeed.spark.ulid_from_string returns the same bytes.
+    changefeed.spark.udfs.ulid_from_string returns the same bytes.
 
     Example: where e.event_id = {{ changefeed.ulid_from_string("'01ARZ3NDEKTSV4RRFFQ69G5FAV'") }}
 -#}
@@ -15,7 +15,7 @@
 
 
 {% macro default__ulid_from_string(column) -%}
-    {{ changefeed._ulid_unsupported('ulid_from_string') }}
+    {{ changefeed._unsupported_adapter('ulid_from_string', 'ulid') }}
 {%- endmacro %}
 
 

@@ -4,7 +4,7 @@
     NULL in gives NULL; a value that is not exactly 16 bytes gives NULL. SQL Server's
     datetime2 ends at 9999-12-31, so there a ULID timestamp after that (possible: 48 bits
     of milliseconds reach the year 10889) also gives NULL. Pure SQL; the UDF
-    changefeed.spark.ulid_timestamp returns the same instants.
+    changefeed.spark.udfs.ulid_timestamp returns the same instants.
 
     Example: select {{ changefeed.ulid_timestamp('e.event_id') }} as created_at from events e
 -#}
@@ -15,7 +15,7 @@
 
 
 {% macro default__ulid_timestamp(column) -%}
-    {{ changefeed._ulid_unsupported('ulid_timestamp') }}
+    {{ changefeed._unsupported_adapter('ulid_timestamp', 'ulid') }}
 {%- endmacro %}
 
 

@@ -3,7 +3,7 @@
 
     NULL in gives NULL; a value that is not exactly 16 bytes gives NULL. Pure SQL (no
     UDF), so it runs on Spark Thrift servers and SQL warehouses too; the Python UDF
-    changefeed.spark.ulid_to_string returns the same strings.
+    changefeed.spark.udfs.ulid_to_string returns the same strings.
 
     Example: select {{ changefeed.ulid_to_string('e.event_id') }} as event_id from events e
 -#}
@@ -14,7 +14,7 @@
 
 
 {% macro default__ulid_to_string(column) -%}
-    {{ changefeed._ulid_unsupported('ulid_to_string') }}
+    {{ changefeed._unsupported_adapter('ulid_to_string', 'ulid') }}
 {%- endmacro %}
 
 

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from changefeed import _jars
+
+
+class JavaNotFound(RuntimeError):
+    """Spark needs Java and none was found; the message names the fix."""
+
+
+def require_java() -> None:
+    """Raise :class:`JavaNotFound` unless ``java`` is on PATH or JAVA_HOME is set.
+
+    The one Java check of the Python code (the CLI and the demo call it before starting
+    Spark); ``scripts/check_java.sh`` is the same check for ``make``, with the version.
+    """
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise JavaNotFound(
+            "Java was not found, and Spark needs Java 17 or newer. Install a JDK 17+ "
+            "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless; macOS: brew install "
+            "openjdk@17) or set JAVA_HOME"
+        )
 
 
 def local_spark_session(
@@ -25,14 +45,10 @@ def local_spark_session(
     :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
     requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
 
-    Raises ``RuntimeError`` naming the fix when Java is missing, instead of the JVM
+    Raises :class:`JavaNotFound` naming the fix when Java is missing, instead of the JVM
     gateway's generic error.
     """
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise RuntimeError(
-            "Java was not found; Spark needs Java 17 or newer. Install a JDK 17+ "
-            "(Debian/Ubuntu: 'apt-get install openjdk-17-jre-headless') or set JAVA_HOME."
-        )
+    require_java()
     from pyspark.sql import SparkSession
 
     # Python workers default to `python3` on PATH, which lacks pyarrow/pandas when the
@@ -67,3 +83,26 @@ def local_spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextlib.contextmanager
+def jvm_output_to(log_file: Path) -> Iterator[None]:
+    """Start processes with stdout/stderr going to ``log_file`` (Python's own are kept).
+
+    The Spark JVM inherits the descriptors when it is launched, so its log lines (and
+    its Python workers') go to the log for the whole session, while the caller's own
+    output stays readable.
+    """
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with open(log_file, "ab") as log:
+        try:
+            for fd in (1, 2):
+                os.dup2(log.fileno(), fd)
+            yield
+        finally:
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)

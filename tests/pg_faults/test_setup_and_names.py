@@ -154,8 +154,9 @@ def _setup_sql(faults_dbt: Any, schema: str, table: str, modes: list[str]) -> li
     snippet = (
         "{%- if execute -%}"
         "{%- set s = changefeed._feed_build_spec({'schema': '" + schema + "', 'table': '"
-        + table + "'}, 'MODE', none, 600, 20, changefeed._postgres_key_columns) -%}"
-        "{{ changefeed._postgres_setup_sql(s, changefeed._postgres_feed_context(s),"
+        + table + "'}, {'mode': 'MODE', 'stall_timeout_ms': 600},"
+        " changefeed._postgres_key_columns) -%}"
+        "{{ changefeed._postgres_sql_setup(s, changefeed._postgres_feed_context(s),"
         " changefeed._postgres_key_signature(s['keys']), changefeed._postgres_feed_options(s)) }}"
         "{%- endif -%}"
     )  # fmt: skip

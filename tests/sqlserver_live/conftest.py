@@ -3,8 +3,9 @@
 is collected and skipped with that reason, also when CI=true: no SQL Server exists in this
 project's CI, so this is the one skip that is allowed there.
 
-Each run creates a database of its own, sets up the feeds from the golden batches of
-tests/golden/sqlserver (exactly the SQL the render tests check), and drops it at the end.
+Each run renders the matrix of tests/sqlserver_matrix.py (exactly the SQL the render tests
+check), creates a database of its own, sets up the feeds from those batches, and drops the
+database at the end.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import sqlserver_matrix as matrix
+from tests.sqlserver_live import livekit
 from tests.sqlserver_live.livekit import DSN_VARIABLE, Dsn, LiveFeed, Server, q, run
 
 SKIP_REASON = (
@@ -34,6 +37,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.sqlserver_live)
         if not dsn:
             item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rendered_matrix(tmp_path_factory: pytest.TempPathFactory, pg_uri: str) -> None:
+    """Renders the whole matrix once (dbt, postgres target: the generators are pure Jinja)
+    for LiveFeed. Only the two golden cases are kept on disk, so the others are rendered."""
+    harness = matrix.macros_harness(tmp_path_factory, pg_uri)
+    livekit.RENDERED.update(matrix.render_cases(harness, list(matrix.CASES)))
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +79,7 @@ def conn(mssql: Server) -> Iterator[Any]:
 @pytest.fixture
 def fresh(mssql: Server) -> Any:
     """``fresh(case)``: the feed of a render-matrix case, its source table (re)created,
-    the feed torn down and set up again from its golden batch: every test starts empty."""
+    the feed torn down and set up again from its rendered batch: every test starts empty."""
 
     def make(case: str) -> LiveFeed:
         feed = LiveFeed(case)

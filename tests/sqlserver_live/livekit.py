@@ -1,6 +1,6 @@
 """Helpers for the live SQL Server suite: the DSN, connections (pymssql, which bundles
 FreeTDS), a fresh test database, T-SQL quoting, and ``LiveFeed``, a thin client that
-speaks the protocol of docs/protocol.md to one feed set up from its golden batch.
+speaks the protocol of docs/protocol.md to one feed set up from its rendered batch.
 
 DSN: ``CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/database``
 (user, password and database percent-encoded if needed; the port defaults to 1433;
@@ -228,15 +228,25 @@ class Write:
     session_id: int
 
 
+#: The render matrix ({case: {section: sql}}), rendered once per session by the
+#: ``rendered_matrix`` fixture of conftest.py: the same SQL the render tests check.
+RENDERED: dict[str, dict[str, Any]] = {}
+
+
 class LiveFeed:
-    """One feed of the render matrix, set up on the live server from its golden batches.
+    """One feed of the render matrix, set up on the live server from its rendered batches.
     Every method takes the connection to use (each thread its own)."""
 
     def __init__(self, case: str) -> None:
+        if case not in RENDERED:
+            raise LookupError(
+                f"the render matrix has no case {case!r} yet: LiveFeed needs the session "
+                "fixture rendered_matrix (tests/sqlserver_live/conftest.py)"
+            )
         self.case = case
         self.spec = matrix.CASES[case]
-        self.golden = matrix.read_golden(case)
-        self.names = matrix.registered_names(self.golden["setup"])
+        self.batches = RENDERED[case]
+        self.names = matrix.registered_names(self.batches["setup"])
         self.schema = q(self.spec["schema"])
         self.key_names = [k["name"] for k in self.spec["keys"]]
         self.keys_sql = ", ".join(q(k) for k in self.key_names)
@@ -251,13 +261,13 @@ class LiveFeed:
     # -- setup ----------------------------------------------------------------------------
 
     def setup(self, conn: Any) -> str:
-        return str(scalar(conn, self.golden["setup"]))
+        return str(scalar(conn, self.batches["setup"]))
 
     def upgrade(self, conn: Any) -> str:
-        return str(scalar(conn, self.golden["upgrade"]))
+        return str(scalar(conn, self.batches["upgrade"]))
 
     def teardown(self, conn: Any) -> str:
-        return str(scalar(conn, self.golden["teardown"]))
+        return str(scalar(conn, self.batches["teardown"]))
 
     def create_source(self, conn: Any) -> None:
         run(conn, source_table_sql(self.spec))

@@ -1,7 +1,7 @@
 """Outbox mode with ``capture: trigger`` on a real SQL Server (protocol section 5): the
 source table's AFTER INSERT, UPDATE, DELETE trigger writes the outbox rows inside the
 writer's own statement. The feeds are the render matrix's ``outbox_trigger*`` cases,
-set up from their golden batches (tests/golden/sqlserver)."""
+set up from their rendered batches (tests/sqlserver_matrix.py)."""
 
 from __future__ import annotations
 
@@ -91,8 +91,9 @@ def test_setup_is_idempotent_and_recreates_a_lost_trigger(fresh: Any, conn: Any)
     assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None
     assert feed.setup(conn) == "unchanged"
     run(conn, f"drop trigger {trigger};")
-    assert feed.setup(conn) == "upgraded"
+    assert feed.setup(conn) == "repaired"
     assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None
+    assert feed.setup(conn) == "unchanged"
     assert feed.teardown(conn) == "dropped"
     assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is None
 
@@ -107,7 +108,7 @@ def test_a_shard_expression_the_table_cannot_evaluate_fails_the_setup(conn: Any)
         f"drop table {source(feed)}; create table {source(feed)} (tenant_id "
         "uniqueidentifier not null, version bigint not null, payload nvarchar(100) null);",
     )
-    message = expect_error(conn, feed.golden["setup"], number=51058)
+    message = expect_error(conn, feed.batches["setup"], number=51058)
     assert "the shard expression abs(checksum([sku])) % 4 of the feed shop.order_lines" in message
     assert scalar(conn, f"select object_id({lit(feed.obj('outbox'))});") is None  # nothing left
 
@@ -133,7 +134,7 @@ def test_upgrade_keeps_capture_and_refuses_to_switch_it_off(fresh: Any, conn: An
     # the same feed's upgrade batch without capture (render case outbox_composite)
     without = LiveFeed("outbox_composite")
     assert without.spec["feed_id"] == feed.spec["feed_id"]
-    message = expect_error(conn, without.golden["upgrade"], number=51059)
+    message = expect_error(conn, without.batches["upgrade"], number=51059)
     assert "is registered with capture trigger" in message
     trigger = f"{q(feed.spec['source_schema'])}.{q('capture:changefeed.shop.order_lines')}"
     assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None

@@ -100,24 +100,24 @@ def test_upgrade_from_protocol_1_abandons_pending_protocol_1_writes(
     assert sp["pending"] == 0 and sp["safe_point"] == sp["head"]
 
 
-def test_changed_options_upgrade_through_setup(fresh: Any, conn: Any) -> None:
+def test_changed_options_update_through_setup(fresh: Any, conn: Any) -> None:
     feed = fresh("blocking_int")
     run(
         conn,
         f"update {feed.schema}.[feeds] set options = N'{{}}' "
         f"where feed_id = {lit(feed.spec['feed_id'])};",
     )
-    assert feed.setup(conn) == "upgraded"
+    assert feed.setup(conn) == "updated"
     assert feed.setup(conn) == "unchanged"
 
 
 def test_a_changed_mode_fails_and_names_the_remedy(fresh: Any, conn: Any) -> None:
     fresh("blocking_int")
     outbox = LiveFeed("outbox_int")  # the same table, shop.orders, in outbox mode
-    message = expect_error(conn, outbox.golden["setup"], number=51051)
+    message = expect_error(conn, outbox.batches["setup"], number=51051)
     assert "set up in blocking mode, but the config says outbox" in message
     assert "teardown_feed" in message and "setup_feed" in message
-    message = expect_error(conn, outbox.golden["upgrade"], number=51051)
+    message = expect_error(conn, outbox.batches["upgrade"], number=51051)
     assert "cannot change the mode" in message
 
 
@@ -128,10 +128,10 @@ def test_a_changed_key_fails_and_names_the_remedy(fresh: Any, conn: Any) -> None
         f'update {feed.schema}.[feeds] set key_signature = N\'[["id", "bigint", null, false]]\' '
         f"where feed_id = {lit(feed.spec['feed_id'])};",
     )
-    message = expect_error(conn, feed.golden["setup"], number=51052)
+    message = expect_error(conn, feed.batches["setup"], number=51052)
     assert '"id", "bigint"' in message and '"order_id", "int"' in message
     assert "teardown_feed" in message
-    expect_error(conn, feed.golden["upgrade"], number=51052)
+    expect_error(conn, feed.batches["upgrade"], number=51052)
 
 
 def test_a_failed_setup_leaves_nothing_behind(mssql: Server, conn: Any) -> None:
@@ -143,7 +143,7 @@ def test_a_failed_setup_leaves_nothing_behind(mssql: Server, conn: Any) -> None:
     LiveFeed("blocking_int").teardown(conn)
     run(conn, f"create table {feed.obj('incident')} (x int);")  # e.g. an mssql-changefeed leftover
     try:
-        message = expect_error(conn, feed.golden["setup"], number=51055)
+        message = expect_error(conn, feed.batches["setup"], number=51055)
         assert feed.obj("incident") in message and "mssql-changefeed" in message
         exists = _objects_exist(conn, feed)
         assert [k for k, v in exists.items() if v] == ["incident"]
@@ -242,7 +242,7 @@ def test_the_key_column_query_reads_the_catalogue(
     tuples is checked in test_sqlserver_render.py)."""
     feed = LiveFeed(case)
     feed.create_source(conn)
-    rows = run(conn, feed.golden["key_columns"])
+    rows = run(conn, feed.batches["key_columns"])
     got = {r[0]: (r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows}
     for name, value in expected.items():
         assert got[name] == value, name

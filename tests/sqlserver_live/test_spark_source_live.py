@@ -16,8 +16,8 @@ from typing import Any
 from tests.spark_source_kit import rows_of
 from tests.sqlserver_live.livekit import LiveFeed, Server, run
 
-from changefeed.landing import land
-from changefeed.spark.datasource import register
+from changefeed.spark.landing import land
+from changefeed.spark.source import register
 
 
 def source_uri(mssql: Server) -> str:

@@ -1,11 +1,15 @@
-{#- A model with a feed, configured under meta (cf_orders_published uses the top-level
-    key): the post-hook sets it up (tests/test_pg_feed_setup.py).
+{#- A dbt model with a feed (tests/test_pg_feed_models.py): incremental, mode: outbox,
+    capture: trigger, configured under meta (cf_orders_published uses the top-level key).
+    The vars let a test change what a run writes and how: rows cf_orders_from..cf_orders_upto
+    with note version cf_orders_version, merged on order_id by cf_orders_strategy.
     Enabled only on PostgreSQL targets. -#}
 {{ config(
-    materialized='table',
+    materialized='incremental',
+    unique_key='order_id',
+    incremental_strategy=var('cf_orders_strategy', 'merge'),
     enabled=(target.type == 'postgres'),
-    meta={'changefeed': {'mode': 'blocking', 'key': ['order_id'], 'stall_timeout_ms': 3000}},
+    meta={'changefeed': {'mode': 'outbox', 'capture': 'trigger', 'key': ['order_id']}},
     post_hook="{{ changefeed.feed_post_hook() }}",
 ) }}
-select g::bigint as order_id, 'order ' || g::text as note
-  from generate_series(1, 3) as g
+select g::bigint as order_id, 'order ' || g::text || ' v{{ var("cf_orders_version", 1) }}' as note
+  from generate_series({{ var('cf_orders_from', 1) }}, {{ var('cf_orders_upto', 3) }}) as g

@@ -5,6 +5,18 @@
 
 Subcommands register themselves in :data:`SUBCOMMANDS` (module name -> module path);
 adding one is adding a module with ``add_parser(subparsers)`` and ``run(args) -> int``.
+
+Errors: a subcommand raises :class:`CliError` for anything the user can fix, and
+:func:`main` prints it as one line, ``changefeed <command>: error: <cause>. <fix>``, on
+stderr, without a traceback. Exit codes:
+
+* 0 (:data:`EXIT_OK`): done;
+* 1 (:data:`EXIT_ERROR`): an error, printed as above;
+* 2: a bad command line (argparse prints the usage);
+* 3 (:data:`EXIT_TIMEOUT`): ``changefeed barrier`` was not released within ``--timeout``.
+
+Only ``land``, and ``status --consumer``, import PySpark: ``status`` and ``barrier``
+work with just the ``postgres`` extra installed.
 """
 
 from __future__ import annotations
@@ -16,12 +28,24 @@ from collections.abc import Sequence
 
 from changefeed import __version__
 
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_TIMEOUT = 3
+
 #: Subcommand name -> module that implements it (``add_parser``, ``run``).
 SUBCOMMANDS: dict[str, str] = {
     "land": "changefeed.cli.land",
     "status": "changefeed.cli.status",
     "barrier": "changefeed.cli.barrier",
 }
+
+
+class CliError(Exception):
+    """A failure the user can fix; the message names the cause and the fix."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     module = importlib.import_module(SUBCOMMANDS[args.command])
-    code: int = module.run(args)
+    try:
+        code: int = module.run(args)
+    except CliError as exc:
+        print(f"changefeed {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        return exc.code
     return code
 
 

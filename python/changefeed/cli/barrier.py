@@ -1,7 +1,7 @@
 """``changefeed barrier``: wait until a read includes everything committed so far.
 
     changefeed barrier --connection 'postgresql://app@db/shop' --feed shop.orders
-    changefeed barrier --demo --feed shop.payments --shard 0 --timeout 10
+    changefeed barrier --connection ... --feed shop.payments --shard 0 --timeout 10
     changefeed barrier --connection ... --feed shop.orders --shard 3 \\
         --position 01JD9M3V8Y7Q2W4E6R8T0Y2U4I     # wait for a known ULID instead
 
@@ -17,12 +17,11 @@ message names the cause and the fix).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
-from changefeed.cli.status import (
-    CliError,
+from changefeed.cli import EXIT_TIMEOUT, CliError
+from changefeed.cli.feeds import (
     add_connection_arguments,
     connect,
     feed_client,
@@ -30,8 +29,6 @@ from changefeed.cli.status import (
     parse_ulid_arg,
     ulid_text,
 )
-
-EXIT_TIMEOUT = 3
 
 
 def add_parser(subparsers: Any) -> None:
@@ -65,14 +62,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except CliError as exc:
-        print(f"changefeed barrier: error: {exc}", file=sys.stderr)
-        return 1
-
-
-def _run(args: argparse.Namespace) -> int:
     from changefeed.client import Barrier, BarrierTimeout
 
     if args.timeout <= 0:
@@ -100,16 +89,15 @@ def _run(args: argparse.Namespace) -> int:
                 )
             except BarrierTimeout:
                 point = client.safe_point(conn, shard)
-                print(
-                    f"changefeed barrier: {args.feed} shard {shard}: not released within "
+                raise CliError(
+                    f"{args.feed} shard {shard}: not released within "
                     f"{args.timeout:g} s (position {ulid_text(barrier.position)}, safe point "
                     f"{ulid_text(point.safe_point)}, {point.pending} pending write(s)). A pending "
                     "write is a transaction between its lock call and its commit; a stuck one "
                     "is burned after the feed's stall_timeout_ms. Wait longer (--timeout) or "
                     "find the writer (changefeed status shows PENDING)",
-                    file=sys.stderr,
-                )
-                return EXIT_TIMEOUT
+                    code=EXIT_TIMEOUT,
+                ) from None
             print(
                 f"{args.feed} shard {shard}: released in "
                 f"{time.monotonic() - shard_started:.3f} s "

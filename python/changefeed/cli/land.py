@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import threading
 from typing import Any
 
-from changefeed.spark.datasource._errors import ChangefeedSourceError, redact
+from changefeed.cli import CliError
+from changefeed.client import redact
 
 
 def add_parser(subparsers: Any) -> None:
@@ -87,7 +87,7 @@ def spark_session(args: argparse.Namespace) -> Any:
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ChangefeedSourceError(f"--conf needs KEY=VALUE, got {item!r}")
+            raise CliError(f"--conf needs KEY=VALUE, got {item!r}")
         conf[key.strip()] = value.strip()
     if args.spark == "existing":
         from pyspark.sql import SparkSession
@@ -107,19 +107,28 @@ def spark_session(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from changefeed.landing import land
+    # Spark is imported here, not at the top: `changefeed --help` must not need it.
+    from changefeed.local_spark import JavaNotFound
+
+    try:
+        from changefeed.spark.landing import land
+        from changefeed.spark.source import ChangefeedSourceError
+    except ImportError as exc:
+        raise CliError(
+            f"landing needs Spark, and {exc.name or 'pyspark'} is not installed: "
+            "pip install 'changefeed[spark]'"
+        ) from None
 
     if args.interval <= 0:
-        print("changefeed land: --interval must be positive", file=sys.stderr)
-        return 1
+        raise CliError(f"--interval must be positive, got {args.interval:g}")
     try:
         options = source_options(args)
         spark = spark_session(args)
-    except (ChangefeedSourceError, RuntimeError) as exc:
-        # RuntimeError: local_spark_session's missing-Java message, or PySpark's own
-        # start-up failure; either way the cause, not a traceback.
-        print(f"changefeed land: {exc}", file=sys.stderr)
-        return 1
+    except JavaNotFound as exc:
+        raise CliError(str(exc)) from None
+    except RuntimeError as exc:
+        # PySpark's own start-up failure: the cause, not a traceback.
+        raise CliError(f"Spark did not start: {_first_line(exc)}") from None
     stop = threading.Event()
     if args.continuous:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -135,12 +144,15 @@ def run(args: argparse.Namespace) -> int:
                 print("changefeed land: stopped", flush=True)
                 return 0
     except ChangefeedSourceError as exc:
-        print(f"changefeed land: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc)) from None
     except Exception as exc:
-        text = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
-        print(f"changefeed land: {type(exc).__name__}: {text}", file=sys.stderr)
-        return 1
+        # A Spark or database failure: its first line (Spark's go on for pages), redacted.
+        raise CliError(f"{type(exc).__name__}: {redact(_first_line(exc))}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
 
 
 def _now() -> float:

@@ -4,7 +4,6 @@
     changefeed status --connection ... --feed shop.orders \\
         --consumer shop.orders=shop_landing.orders_feed      # a Spark table's cursors
     changefeed status --connection ... --cursor shop.orders:0=01JD9M3V8Y0000000000000000
-    changefeed status --demo                                  # the `make demo` database
 
 A consumer is anything with a cursor per shard: a Spark table in the feed format (a
 landed feed or a dbt consumer's output; its cursor is ``max(ulid)`` per shard, protocol
@@ -13,204 +12,32 @@ cursor you keep yourself, given with ``--cursor FEED:SHARD=ULID``. Lag is the nu
 events after the cursor up to the safe point, and the age of the oldest of them.
 
 Exit code 0, or 1 with one line naming the cause and the fix (unreachable database,
-unknown feed, bad ULID, missing Java, ...). PostgreSQL only for now.
+unknown feed, bad ULID, missing Java, ...). PostgreSQL only for now. PySpark is imported
+only for ``--consumer``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ZERO = bytes(16)
-
-
-class CliError(Exception):
-    """A message for the user: the cause and the fix, printed without a traceback."""
-
-
-# -- arguments shared with `changefeed barrier` ------------------------------------------
-
-
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--connection",
-        default=os.environ.get("CHANGEFEED_CONNECTION"),
-        help="postgresql://user@host:port/database (libpq URI, also "
-        "?host=/socket/dir); default from CHANGEFEED_CONNECTION",
-    )
-    parser.add_argument(
-        "--password",
-        default=os.environ.get("CHANGEFEED_PASSWORD"),
-        help="database password (default: CHANGEFEED_PASSWORD)",
-    )
-    parser.add_argument(
-        "--demo",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="STATE_DIR",
-        help="use the database of `make demo` (its state directory, default "
-        ".demo); starts its embedded server if it is not running",
-    )
-    parser.add_argument(
-        "--changefeed-schema",
-        default="changefeed",
-        help="the schema of the feeds' objects (default changefeed)",
-    )
-
-
-def demo_dir(args: argparse.Namespace) -> Path | None:
-    if args.demo is None:
-        return None
-    from changefeed.demo import default_state_dir
-
-    return Path(args.demo).resolve() if args.demo else default_state_dir()
-
-
-@contextmanager
-def connect(args: argparse.Namespace) -> Iterator[Any]:
-    """An autocommit psycopg connection to the database the arguments name."""
-    try:
-        import psycopg
-    except ImportError:
-        raise CliError(
-            "psycopg is not installed; install the PostgreSQL extra: "
-            "pip install 'changefeed[postgres]'"
-        ) from None
-    uri, handle = _resolve_uri(args)
-    extra: dict[str, Any] = {} if "connect_timeout" in uri else {"connect_timeout": 10}
-    if args.password:
-        extra["password"] = args.password
-    try:
-        conn = psycopg.connect(uri, autocommit=True, application_name="changefeed-cli", **extra)
-    except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CliError(
-            f"cannot connect to PostgreSQL at {redact(uri)}: {reason}. Check that the server "
-            "is running and reachable and that --connection (or CHANGEFEED_CONNECTION) names "
-            "it; for the demo's embedded database use --demo"
-        ) from None
-    try:
-        yield conn
-    finally:
-        conn.close()
-        del handle  # the embedded server (with --demo) stops when the process exits
-
-
-def _resolve_uri(args: argparse.Namespace) -> tuple[str, Any]:
-    state = demo_dir(args)
-    if state is not None:
-        if args.connection and os.environ.get("CHANGEFEED_CONNECTION") != args.connection:
-            raise CliError("give either --connection or --demo, not both")
-        from changefeed.demo import DemoError, DemoLayout
-        from changefeed.demo._run import start_postgres
-
-        layout = DemoLayout(state)
-        if not (layout.pg_dir / "PG_VERSION").exists():
-            raise CliError(
-                f"there is no demo database in {layout.pg_dir}: run `make demo` first "
-                "(or pass the demo's state directory: --demo DIR)"
-            )
-        try:
-            uri, handle = start_postgres(layout)
-        except DemoError as exc:
-            raise CliError(str(exc)) from None
-        return uri, handle
-    if not args.connection:
-        raise CliError(
-            "no database given: pass --connection postgresql://user@host/database (or set "
-            "CHANGEFEED_CONNECTION), or --demo for the database of `make demo`"
-        )
-    text = str(args.connection).strip()
-    if text.split("://", 1)[0].lower() in ("mssql", "sqlserver"):
-        raise CliError(
-            "this command supports PostgreSQL feeds only for now; on SQL Server exec the "
-            "feed's procedures directly (docs/sqlserver.md), e.g. "
-            "exec changefeed.[safe_point:shop.orders] @shard_id = 0"
-        )
-    if "://" not in text and "=" not in text:
-        raise CliError(
-            f"--connection {text!r} is not a connection URI; write "
-            "postgresql://user@host:port/database"
-        )
-    return text, None
-
-
-def redact(uri: str) -> str:
-    from changefeed.spark.datasource._errors import redact as _redact
-
-    return _redact(uri)
-
-
-def parse_ulid_arg(text: str, what: str) -> bytes:
-    """A ULID from 26 Crockford base32 characters or 32 hex digits, with a clear error.
-
-    >>> parse_ulid_arg("01ARZ3NDEKTSV4RRFFQ69G5FAV", "--position").hex()
-    '01563e3ab5d3d6764c61efb99302bd5b'
-    >>> parse_ulid_arg("01563e3ab5d3d6764c61efb99302bd5b", "--position").hex()
-    '01563e3ab5d3d6764c61efb99302bd5b'
-    """
-    from changefeed.ulid import InvalidULID, decode_one
-
-    value = text.strip()
-    if len(value) == 32:
-        try:
-            return bytes.fromhex(value)
-        except ValueError:
-            pass
-    try:
-        return decode_one(value)
-    except InvalidULID as exc:
-        raise CliError(
-            f"{what} {text!r} is not a valid ULID: {exc.reason}. A ULID is 26 characters of "
-            "Crockford base32 (0-9 and A-Z without I, L, O, U; first character 0-7), e.g. "
-            "01ARZ3NDEKTSV4RRFFQ69G5FAV, or 32 hex digits"
-        ) from None
-
-
-def ulid_text(value: bytes) -> str:
-    from changefeed.ulid import encode_one
-
-    return encode_one(value)
-
-
-def ulid_time(value: bytes) -> datetime:
-    return datetime.fromtimestamp(int.from_bytes(value[:6], "big") / 1000, timezone.utc)
-
-
-def feed_client(conn: Any, feed: str, schema: str) -> Any:
-    """The feed's client; an unknown feed raises :class:`CliError` listing the known ones."""
-    from changefeed.client import ChangefeedError, PostgresFeed
-
-    client = PostgresFeed(feed, schema)
-    try:
-        client.info(conn)
-    except ChangefeedError as exc:
-        raise CliError(
-            f"unknown feed: {exc}. Check --feed (written schema.table), or set the feed up "
-            "with `dbt run-operation changefeed.setup_feed`"
-        ) from None
-    return client
-
-
-def feed_shards(conn: Any, client: Any) -> list[int]:
-    """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
-    info = client.info(conn)
-    sql = f"select shard_id from {info.q('state')}"
-    if info.mode == "outbox":
-        sql += f" union select shard_id from {info.q('outbox')}"
-    rows = conn.execute(f"select distinct shard_id from ({sql}) as s order by 1").fetchall()
-    return [int(r[0]) for r in rows]
-
+from changefeed.cli import CliError
+from changefeed.cli.feeds import (
+    add_connection_arguments,
+    connect,
+    feed_client,
+    feed_shards,
+    parse_ulid_arg,
+    ulid_text,
+    ulid_time,
+)
+from changefeed.client import ZERO_ULID
 
 # -- status --------------------------------------------------------------------------------
 
@@ -269,24 +96,15 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--warehouse",
-        default=None,
+        default="spark-warehouse",
         help="the Spark warehouse and metastore directory for --consumer "
-        "(default: spark-warehouse; with --demo the demo's)",
-    )
-    parser.add_argument(
-        "--no-spark",
-        action="store_true",
-        help="with --demo: do not start Spark for the demo's consumers",
+        "(default: spark-warehouse)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        shards, lags = collect(args)
-    except CliError as exc:
-        print(f"changefeed status: error: {exc}", file=sys.stderr)
-        return 1
+    shards, lags = collect(args)
     if args.json:
         print(
             json.dumps(
@@ -302,14 +120,8 @@ def run(args: argparse.Namespace) -> int:
 def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerLag]]:
     from changefeed.client import ChangefeedError, registered_feeds
 
-    state = demo_dir(args)
     cursor_args = [_parse_cursor(text) for text in args.cursor]
     consumer_args = [_parse_consumer(text) for text in args.consumer]
-    if state is not None and not args.consumer and not args.no_spark:
-        from changefeed.demo._layout import CONSUMERS, FEEDS
-
-        consumer_args = [(feed, table) for feed, (_m, table, _k) in FEEDS.items()]
-        consumer_args += [(feed, table) for table, feed in CONSUMERS.items()]
     with connect(args) as conn:
         try:
             known = registered_feeds(conn, args.changefeed_schema)
@@ -347,7 +159,7 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
                             f"select count(*) from {info.q('outbox')} where shard_id = %s", (shard,)
                         ).fetchone()[0]
                     )
-                empty = point.head == ZERO
+                empty = point.head == ZERO_ULID
                 shards.append(
                     ShardStatus(
                         feed=feed,
@@ -356,7 +168,7 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
                         head=None if empty else ulid_text(point.head),
                         head_time=None if empty else _iso(ulid_time(point.head)),
                         safe_point=None
-                        if point.safe_point == ZERO
+                        if point.safe_point == ZERO_ULID
                         else ulid_text(point.safe_point),
                         pending=point.pending,
                         outbox=outbox,
@@ -366,7 +178,7 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
             (f"--cursor {feed}:{shard}", feed, shard, value) for feed, shard, value in cursor_args
         ]
         if consumer_args:
-            cursors += _spark_cursors(args, state, consumer_args, known, conn, clients)
+            cursors += _spark_cursors(Path(args.warehouse), consumer_args, conn, clients)
         lags = [
             _lag(conn, clients[feed], name, feed, shard, cursor, safe_points)
             for name, feed, shard, cursor in cursors
@@ -375,18 +187,11 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
 
 
 def _spark_cursors(
-    args: argparse.Namespace,
-    state: Path | None,
+    warehouse: Path,
     consumers: Sequence[tuple[str, str]],
-    known: Any,
     conn: Any,
     clients: dict[str, Any],
 ) -> list[tuple[str, str, int, bytes]]:
-    warehouse = (
-        Path(args.warehouse)
-        if args.warehouse
-        else (state / "spark-warehouse" if state is not None else Path("spark-warehouse"))
-    )
     spark = start_local_spark(warehouse.resolve(), "changefeed-status")
     found: list[tuple[str, str, int, bytes]] = []
     for feed, table in consumers:
@@ -400,34 +205,34 @@ def _spark_cursors(
         rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()
         heads = {int(r[0]): bytes(r[1]) for r in rows}
         for shard in feed_shards(conn, clients[feed]):
-            found.append((table, feed, shard, heads.get(shard, ZERO)))
+            found.append((table, feed, shard, heads.get(shard, ZERO_ULID)))
     return found
 
 
 def start_local_spark(warehouse: Path, app_name: str) -> Any:
     """A local Spark on ``warehouse`` (Derby metastore); missing Java becomes a CliError."""
-    import shutil
+    import tempfile
 
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise CliError(
-            "Java was not found, and reading Spark tables needs Spark, which needs Java 17 or "
-            "newer: install a JDK 17+ (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; "
-            "macOS: brew install openjdk@17) or set JAVA_HOME; or leave out --consumer "
-            "(with --demo: --no-spark)"
-        )
+    from changefeed.local_spark import (
+        JavaNotFound,
+        jvm_output_to,
+        local_spark_session,
+        require_java,
+    )
+
+    try:
+        require_java()
+    except JavaNotFound as exc:
+        raise CliError(f"{exc}; or leave out --consumer") from None
     if not (warehouse / "metastore_db").exists():
         raise CliError(
             f"there is no Spark metastore in {warehouse} (no metastore_db): pass the "
             "warehouse directory the tables were written with (--warehouse)"
         )
     try:
-        from changefeed.local_spark import local_spark_session
+        import pyspark  # noqa: F401
     except ImportError:
         raise CliError("pyspark is not installed: pip install 'changefeed[spark]'") from None
-    import tempfile
-
-    from changefeed.demo._spark import jvm_output_to
-
     # Spark's own log lines go to a file, not between the command's output.
     log = Path(tempfile.gettempdir()) / "changefeed-status-spark.log"
     try:
@@ -470,7 +275,7 @@ def _lag(
         consumer=name,
         feed=feed,
         shard=shard,
-        cursor=None if cursor == ZERO else ulid_text(cursor),
+        cursor=None if cursor == ZERO_ULID else ulid_text(cursor),
         lag_events=count,
         oldest_unread_age_s=None if age is None else round(age, 1),
     )

@@ -1,6 +1,9 @@
 """Clients for change feeds set up by the dbt macros.
 
-PostgreSQL (psycopg 3): :class:`PostgresFeed`. See ``docs/postgres.md``.
+PostgreSQL (psycopg 3): :class:`PostgresFeed`. See ``docs/postgres.md``. SQL Server
+(pymssql): :mod:`changefeed.client.sqlserver`, the calls the Spark source makes so far.
+What all databases share (:class:`FeedInfo`, quoting, :func:`redact`) is in
+:mod:`changefeed.client.core`; the errors in :mod:`changefeed.client.errors`.
 
 >>> from changefeed.client import PostgresFeed, ZERO_ULID
 >>> PostgresFeed("shop.orders").feed_id
@@ -9,8 +12,18 @@ PostgreSQL (psycopg 3): :class:`PostgresFeed`. See ``docs/postgres.md``.
 True
 """
 
-from changefeed.client._errors import (
+from changefeed.client.core import (
+    ZERO_ULID,
+    FeedInfo,
+    KeyColumn,
+    quote_mssql,
+    quote_pg,
+    quote_pg_literal,
+    redact,
+)
+from changefeed.client.errors import (
     BarrierTimeout,
+    CannotConnect,
     ChangefeedError,
     FeedNotFound,
     InvalidArgument,
@@ -23,9 +36,7 @@ from changefeed.client._errors import (
     WriteInProgress,
     WrongMode,
 )
-from changefeed.client._names import FeedInfo, KeyColumn
 from changefeed.client.postgres import (
-    ZERO_ULID,
     Barrier,
     Event,
     Page,
@@ -39,6 +50,7 @@ __all__ = [
     "ZERO_ULID",
     "Barrier",
     "BarrierTimeout",
+    "CannotConnect",
     "ChangefeedError",
     "Event",
     "FeedInfo",
@@ -57,5 +69,9 @@ __all__ = [
     "WriteAbandoned",
     "WriteInProgress",
     "WrongMode",
+    "quote_mssql",
+    "quote_pg",
+    "quote_pg_literal",
+    "redact",
     "registered_feeds",
 ]

@@ -44,16 +44,74 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from changefeed.client._errors import (
+from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_pg, quote_pg_literal
+from changefeed.client.errors import (
     BarrierTimeout,
+    FeedNotFound,
     LockInTransaction,
     WrongMode,
     translate,
 )
-from changefeed.client._names import FeedInfo, load, quote_ident, quote_literal, run
 
-ZERO_ULID = bytes(16)
-"""The cursor for "from the beginning": 16 zero bytes, below every ULID."""
+
+def run(conn: Any, query: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Execute ``query`` in the connection's transaction or, if none is open, in its own.
+
+    On an autocommit connection or inside an open transaction the statement just runs.
+    On an idle non-autocommit connection it runs in a transaction that is committed
+    here, so the connection is left idle as it was found. CF SQLSTATEs become
+    :class:`~changefeed.client.ChangefeedError` subclasses.
+    """
+    import psycopg
+
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    try:
+        if not conn.autocommit and idle:
+            with conn.transaction():
+                cur = conn.execute(query, params)
+                return list(cur.fetchall()) if cur.description else []
+        cur = conn.execute(query, params)
+        return list(cur.fetchall()) if cur.description else []
+    except psycopg.Error as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
+    """Read one feed's registry row."""
+    import psycopg
+
+    registry = f"{quote_pg(schema)}.feeds"
+    try:
+        rows = run(
+            conn,
+            f"select mode, keys, names, protocol_version from {registry} where feed_id = %s",
+            (feed_id,),
+        )
+    except psycopg.errors.UndefinedTable:
+        raise FeedNotFound(
+            f"there is no feed registry {registry}: no feed is set up in this database under the "
+            f"changefeed schema {schema!r} (run `dbt run-operation changefeed.setup_feed`)"
+        ) from None
+    if not rows:
+        known = [r[0] for r in run(conn, f"select feed_id from {registry} order by 1")]
+        raise FeedNotFound(
+            f"feed {feed_id!r} is not registered in {registry}; registered feeds: "
+            f"{', '.join(known) or 'none'}"
+        )
+    mode, keys, names, version = rows[0]
+    return FeedInfo(
+        feed_id=feed_id,
+        schema=schema,
+        mode=str(mode),
+        keys=tuple(
+            KeyColumn(str(k["name"]), str(k["data_type"]), k.get("collation") or None) for k in keys
+        ),
+        names={str(k): str(v) for k, v in dict(names).items()},
+        protocol_version=int(version),
+    )
 
 
 @dataclass(frozen=True)
@@ -141,7 +199,7 @@ class Write:
 
         >>> # with feed.write(conn, 0) as w: w.insert_events([(1,), (2,)])  -> 2
         """
-        columns = ", ".join(quote_ident(k) for k in self.info.key_names)
+        columns = ", ".join(quote_pg(k) for k in self.info.key_names)
         placeholders = ", ".join("%s" for _ in self.info.key_names)
         query = (
             f"insert into {self.feed_table} (shard_id, ulid, {columns}) "
@@ -202,7 +260,7 @@ class PostgresFeed:
         >>> # 'changefeed."ulid:shop.orders"(pg_catalog.nextval(E\\'...\\'::pg_catalog.regclass))'
         """
         info = self._require(conn, "blocking", "ulid_sql")
-        sequence = quote_literal(info.q("sequence"))
+        sequence = quote_pg_literal(info.q("sequence"))
         return f"{info.q('ulid')}(pg_catalog.nextval({sequence}::pg_catalog.regclass))"
 
     # -- blocking mode -------------------------------------------------------------------
@@ -293,7 +351,7 @@ class PostgresFeed:
         """
         info = self._require(conn, "outbox", "outbox_sql")
         columns = ["shard_id", *(["time_hint"] if with_time_hint else [])]
-        columns += [quote_ident(k) for k in info.key_names]
+        columns += [quote_pg(k) for k in info.key_names]
         placeholders = ", ".join("%s" for _ in columns)
         return f"insert into {info.q('outbox')} ({', '.join(columns)}) values ({placeholders})"
 
@@ -361,7 +419,7 @@ class PostgresFeed:
     def _read(
         self, conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int
     ) -> list[Event]:
-        keys = ", ".join(f"f.{quote_ident(k)}" for k in info.key_names)
+        keys = ", ".join(f"f.{quote_pg(k)}" for k in info.key_names)
         rows = run(
             conn,
             f"select f.shard_id, f.ulid, {keys} from {info.q('read_feed')}(%s, %s, %s) as f",
@@ -453,5 +511,5 @@ class PostgresFeed:
 
 def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:
     """``feed_id -> mode`` of every feed registered under ``schema``."""
-    rows = run(conn, f"select feed_id, mode from {quote_ident(schema)}.feeds order by 1")
+    rows = run(conn, f"select feed_id, mode from {quote_pg(schema)}.feeds order by 1")
     return {str(r[0]): str(r[1]) for r in rows}

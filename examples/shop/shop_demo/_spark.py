@@ -1,0 +1,119 @@
+"""The Spark side of the demo: a local session with a persistent metastore, landing,
+and small queries for the progress lines, the chart and the check."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shop_demo._errors import DemoError
+from shop_demo._layout import DemoLayout
+
+#: ULID -> epoch milliseconds in Spark SQL (the first 6 bytes, big-endian).
+ULID_MS = "cast(conv(hex(substring(ulid, 1, 6)), 16, 10) as bigint)"
+
+
+def start_spark(layout: DemoLayout) -> Any:
+    """A ``local[2]`` session whose Derby metastore and tables live in the state dir.
+
+    Safe to call from a background thread: it changes no working directory, only the
+    file descriptors the JVM inherits while it is launched.
+    """
+    from changefeed.local_spark import JavaNotFound, jvm_output_to, local_spark_session
+
+    layout.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    layout.log_dir.mkdir(parents=True, exist_ok=True)
+    # Derby writes derby.log into the JVM's working directory unless told otherwise.
+    derby_log = f"-Dderby.stream.error.file={layout.log_dir / 'derby.log'}"
+    previous = os.environ.get("JDK_JAVA_OPTIONS")
+    os.environ["JDK_JAVA_OPTIONS"] = f"{previous} {derby_log}" if previous else derby_log
+    try:
+        with jvm_output_to(layout.log_dir / "spark.log"):
+            spark = local_spark_session(
+                app_name="changefeed-demo", warehouse_dir=layout.warehouse_dir, hive=True
+            )
+    except JavaNotFound as exc:
+        raise DemoError(str(exc)) from None
+    finally:
+        if previous is None:
+            os.environ.pop("JDK_JAVA_OPTIONS", None)
+        else:
+            os.environ["JDK_JAVA_OPTIONS"] = previous
+    spark.sparkContext.setLogLevel("FATAL")
+    # The first catalog call creates the Derby metastore (slow once, on a fresh state).
+    for schema in ("shop_landing", "shop_analytics"):
+        spark.sql(f"create database if not exists {schema}")
+    return spark
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """One landed batch: events, and their ULID times (epoch ms) for the lag."""
+
+    table: str
+    batch: int
+    events: int
+    landed_at: float
+    first_ms: int
+    median_ms: int
+    last_ms: int
+
+
+def batch_stats(spark: Any, table: str, batch: int, landed_at: float) -> BatchStats:
+    row = spark.sql(
+        f"select count(*), min(ms), percentile_approx(ms, 0.5), max(ms) from "
+        f"(select {ULID_MS} as ms from {table} where changefeed_batch = {int(batch)})"
+    ).collect()[0]
+    return BatchStats(
+        table, batch, int(row[0]), landed_at, int(row[1] or 0), int(row[2] or 0), int(row[3] or 0)
+    )
+
+
+def table_exists(spark: Any, name: str) -> bool:
+    return bool(spark.catalog.tableExists(name))
+
+
+def feed_totals(spark: Any, table: str) -> tuple[int, int]:
+    """(events, last batch) of a landed feed; (0, 0) before its first landing."""
+    if not table_exists(spark, table):
+        return 0, 0
+    spark.sql(f"refresh table {table}")
+    row = spark.sql(f"select count(*), coalesce(max(changefeed_batch), 0) from {table}").collect()
+    return int(row[0][0]), int(row[0][1])
+
+
+def consumed_totals(spark: Any) -> dict[str, int]:
+    """Events each consumer model has consumed so far (feed id -> events)."""
+    totals = {"shop.orders": 0, "shop.payments": 0}
+    if table_exists(spark, "shop_analytics.order_updates"):
+        spark.sql("refresh table shop_analytics.order_updates")
+        row = spark.sql("select coalesce(sum(events), 0) from shop_analytics.order_updates")
+        totals["shop.orders"] = int(row.collect()[0][0])
+    if table_exists(spark, "shop_analytics.payments_hourly"):
+        spark.sql("refresh table shop_analytics.payments_hourly")
+        row = spark.sql("select coalesce(sum(payments), 0) from shop_analytics.payments_hourly")
+        totals["shop.payments"] = int(row.collect()[0][0])
+    return totals
+
+
+def land_feed(spark: Any, uri: str, feed: str, table: str) -> Any:
+    """One landing run of ``feed`` into ``table`` (``changefeed land --payload``)."""
+    from changefeed.spark.landing import land
+
+    options: Mapping[str, str] = {"connection": uri, "feed": feed, "payload": "true"}
+    try:
+        return land(spark, options, table)
+    except Exception as exc:
+        raise DemoError(f"landing {feed} into {table} failed: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

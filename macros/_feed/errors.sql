@@ -1,0 +1,24 @@
+{#-
+  The one compiler error of every default__ implementation: the macro, the adapter in use,
+  the adapters that implement it and, where one exists, what to use instead. `family` names
+  the macro's group, which decides the supported adapters:
+
+    feed       setup_feed, upgrade_feed, teardown_feed      postgres, sqlserver
+    consumer   feed_events, feed_cursor, publish_feed, ...  spark
+    ulid       ulid_to_string, ulid_from_string, ...        spark, postgres, sqlserver
+
+    {{ changefeed._unsupported_adapter('feed_events', 'consumer') }}
+-#}
+{% macro _unsupported_adapter(macro_name, family) %}
+  {%- set families = {
+      'feed': [['postgres', 'sqlserver'], none],
+      'consumer': [['spark (and databricks)'],
+                   'PostgreSQL and SQL Server consumers read with read_feed:<feed> (docs/protocol.md section 8)'],
+      'ulid': [['spark (and databricks)', 'postgres', 'sqlserver'], none],
+  } -%}
+  {%- set supported, instead = families[family] -%}
+  {{ exceptions.raise_compiler_error(
+      "changefeed." ~ macro_name ~ " does not support the '" ~ adapter.type() ~ "' adapter;"
+      ~ " supported adapters: " ~ supported | join(', ')
+      ~ (". " ~ instead if instead else "")) }}
+{% endmacro %}

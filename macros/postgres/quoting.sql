@@ -1,0 +1,50 @@
+{#-
+  Spelling values for generated PostgreSQL: identifiers (always quoted), string literals,
+  dollar quoting of routine bodies, and a relation as a `dbt run-operation --args` value
+  in error messages. Every name in generated code goes through these, so hostile names
+  (quotes, `;`, `$cf$`, non-ASCII, 63 bytes) work (protocol section 9, names).
+-#}
+
+
+{#- A PostgreSQL identifier, always quoted: "a""b" for a"b. Works for any name, including
+    reserved words, spaces, `;`, non-ASCII and 63-byte names. -#}
+{% macro _postgres_ident(name) %}
+  {{ return('"' ~ (name | string).replace('"', '""') ~ '"') }}
+{% endmacro %}
+
+
+{#- A PostgreSQL string literal. E'...' with backslashes and quotes escaped, so the result
+    is the same whatever standard_conforming_strings is. none renders as null. -#}
+{% macro _postgres_literal(value) %}
+  {%- if value is none -%}
+    {{ return('null') }}
+  {%- endif -%}
+  {{ return("E'" ~ (value | string).replace('\\', '\\\\').replace("'", "''") ~ "'") }}
+{% endmacro %}
+
+
+{#- Dollar-quotes a routine body with a tag that does not occur in it (an identifier such
+    as a"$cf$"b inside the body must not end the quote early). -#}
+{% macro _postgres_dollar_quote(body, tag='cf') %}
+  {%- set state = namespace(tag='$' ~ tag ~ '$') -%}
+  {%- for i in range(1000) -%}
+    {%- if state.tag in body -%}
+      {%- set state.tag = '$' ~ tag ~ i ~ '$' -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if state.tag in body -%}
+    {{ exceptions.raise_compiler_error("changefeed: cannot dollar-quote a routine body") }}
+  {%- endif -%}
+  {{ return(state.tag ~ '\n' ~ body ~ '\n' ~ state.tag) }}
+{% endmacro %}
+
+
+{#- How to name the feed's table in a `dbt run-operation ... --args` example: schema.table
+    when both parts are plain identifiers, else the {schema, table} mapping. -#}
+{% macro _postgres_relation_arg(spec) %}
+  {%- set plain = modules.re.compile('^[A-Za-z_][A-Za-z0-9_]*$') -%}
+  {%- if plain.match(spec['source_schema']) and plain.match(spec['source_table']) -%}
+    {{ return(spec['source_schema'] ~ '.' ~ spec['source_table']) }}
+  {%- endif -%}
+  {{ return('{schema: ' ~ tojson(spec['source_schema']) ~ ', table: ' ~ tojson(spec['source_table']) ~ '}') }}
+{% endmacro %}

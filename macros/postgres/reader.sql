@@ -1,0 +1,135 @@
+{#-
+  The reader's routines: read_feed (protocol section 8), safe_point (section 6) and
+  shards (the feed's shards, for readers not told them; section 9).
+-#}
+
+
+{#- read_feed:<feed>(shard_id, cursor, page_size) -> setof feed rows: protocol section 8.
+    Events with cursor < ulid <= safe point, in ULID order, at most page_size of them, and
+    a full page ends at the last complete block (a transaction larger than page_size is
+    returned whole). STABLE, so the safe point and every query below share the calling
+    statement's snapshot (S4). Blocks are aligned to 2^block_bits, so a ULID's block is its
+    first 16 bytes with the low block_bits bits cleared. -#}
+{% macro _postgres_routine_read_feed(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set bits = ctx['block_bits'] -%}
+  {#- block_bits = 36: byte 11 keeps its high nibble, bytes 12-15 (0-based) clear. -#}
+  {%- set body -%}
+<<cf>>
+declare
+  -- Parameters as block variables: every name in the queries below is qualified, so no
+  -- key column of the feed table can shadow it.
+  v_shard integer := p_shard_id;
+  v_cursor bytea := p_cursor;
+  v_page_size integer := p_page_size;
+  v_safe bytea;
+  v_next bytea;
+  v_first bytea;
+  v_block_start bytea;
+begin
+  if p_shard_id is null or p_page_size is null or p_page_size < 1 then
+    raise exception using errcode = 'CF007',
+      message = 'changefeed: read_feed on ' || {{ ctx['lit_feed'] }} || ' needs a shard_id and a page_size of at least 1';
+  end if;
+  if p_cursor is null or pg_catalog.length(p_cursor) <> 16 then
+    raise exception using errcode = 'CF007',
+      message = 'changefeed: read_feed on ' || {{ ctx['lit_feed'] }} || ': the cursor must be 16 bytes (16 zero bytes for the beginning)';
+  end if;
+  select sp.safe_point into v_safe from {{ q['safe_point'] }}(p_shard_id) as sp;
+  -- The event after a full page, if any.
+  select f.ulid into v_next from {{ q['feed'] }} as f
+   where f.shard_id = cf.v_shard and f.ulid > cf.v_cursor and f.ulid <= cf.v_safe
+   order by f.ulid offset cf.v_page_size limit 1;
+  if v_next is null then
+    return query select f.* from {{ q['feed'] }} as f
+      where f.shard_id = cf.v_shard and f.ulid > cf.v_cursor and f.ulid <= cf.v_safe
+      order by f.ulid;
+    return;
+  end if;
+  v_block_start := {{ changefeed._postgres_sql_block_edge('cf.v_next', ctx['block_bits'], false) }};
+  select f.ulid into v_first from {{ q['feed'] }} as f
+   where f.shard_id = cf.v_shard and f.ulid > cf.v_cursor and f.ulid <= cf.v_safe
+   order by f.ulid limit 1;
+  if v_first >= v_block_start then
+    -- One transaction larger than the page: return it whole.
+    return query select f.* from {{ q['feed'] }} as f
+      where f.shard_id = cf.v_shard and f.ulid > cf.v_cursor and f.ulid <= cf.v_safe
+        and f.ulid <= {{ changefeed._postgres_sql_block_edge('cf.v_next', ctx['block_bits'], true) }}
+      order by f.ulid;
+  else
+    return query select f.* from {{ q['feed'] }} as f
+      where f.shard_id = cf.v_shard and f.ulid > cf.v_cursor and f.ulid < cf.v_block_start
+      order by f.ulid;
+  end if;
+end
+  {%- endset -%}
+  {%- set header -%}
+create or replace function {{ q['read_feed'] }}(
+  p_shard_id integer,
+  p_cursor bytea default pg_catalog.decode('00000000000000000000000000000000', 'hex'),
+  p_page_size integer default 1000)
+returns setof {{ q['feed'] }}
+language plpgsql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as
+  {%- endset %}
+  {{ return(header ~ ' ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- safe_point:<feed>(shard_id) -> (safe_point, head, pending): protocol section 6, from
+    the state row and the session table only (its cost does not grow with the feed).
+    head = ulid_high || int8(ulid_low - 1), the last ULID of the last allocated block,
+    in signed arithmetic: after a block that ended at -1 the next free start is 0, and
+    the head is still that block's last ULID (16 zero bytes for a new shard);
+    safe_point = least(head, the ULID below the first ULID of every pending session of
+    the shard, of any generation: a burned holder's session is abandoned by the burn, and
+    one that is committing keeps its block until it has). One statement, so one
+    snapshot. -#}
+{% macro _postgres_routine_safe_point(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+select least(h.head, p.first_pending) as safe_point, h.head, p.pending
+  from (select coalesce(
+                 (select st.ulid_high || pg_catalog.int8send(st.ulid_low - 1)
+                    from {{ q['state'] }} as st where st.shard_id = $1),
+                 pg_catalog.decode('00000000000000000000000000000000', 'hex')) as head) as h,
+       (select (select se.before_ulid
+                  from {{ q['session'] }} as se
+                 where se.shard_id = $1 and se.state = 0
+                 order by se.before_ulid limit 1) as first_pending,
+               (select pg_catalog.count(*)::integer
+                  from {{ q['session'] }} as se
+                 where se.shard_id = $1 and se.state = 0) as pending) as p
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['safe_point'] ~ '(p_shard_id integer)
+returns table (safe_point bytea, head bytea, pending integer)
+language sql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
+{#- shards:<feed>() -> setof shard_id: the feed's shards, in order: those with a state row
+    and, in outbox mode, those with unmoved outbox rows. SECURITY DEFINER, because the
+    reader role may not read the state or the outbox, yet a reader that is not told its
+    shards (the Spark source without its `shards` option) must find them all. -#}
+{% macro _postgres_routine_shards(ctx) %}
+  {%- set q = ctx['q'] -%}
+  {%- set body -%}
+select st.shard_id from {{ q['state'] }} as st
+{%- if ctx['mode'] == 'outbox' %}
+union
+select o.shard_id from {{ q['outbox'] }} as o
+{%- endif %}
+order by 1
+  {%- endset -%}
+  {{ return('create or replace function ' ~ q['shards'] ~ '()
+returns table (shard_id integer)
+language sql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}

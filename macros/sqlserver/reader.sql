@@ -1,0 +1,267 @@
+{#-
+  [read_feed:<feed>] (protocol section 8): one page of shard @shard_id after @cursor, up
+  to the safe point, ending at a transaction boundary. In outbox mode it first moves the
+  outbox when the page is not full (the reader is at the head).
+  The page is returned as a result set (ulid, <keys>), or, for code written for
+  mssql-changefeed, inserted into the caller's temporary table #read if one exists.
+-#}
+{% macro _sqlserver_routine_read_feed(c) -%}
+{%- set n = c.n -%}
+{%- set keys = c.key_names | join(', ') -%}
+create or alter procedure {{ n.read_feed.sql }}
+    @shard_id int,
+    @cursor binary(16) = {{ c.zero16 }},
+    @page_size int = 1000,
+    @pagesize int = null  -- mssql-changefeed's name for @page_size
+as
+begin
+    -- changefeed protocol {{ c.version }}, {{ c.mode }} mode (docs/protocol.md sections 5 and 8)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+
+    declare
+        @msg nvarchar(2048),
+        @safe_point binary(16),
+        @rows int,
+        @last binary(16),
+        @low bigint,
+        @block_first binary(16),
+        @block_last binary(16)
+{%- if c.mode == 'outbox' %},
+        @rc int,
+        @t datetime2(3),
+        @st_time datetime2(3),
+        @st_high binary(8),
+        @st_low bigint,
+        @b_time datetime2(3),
+        @b_high binary(8),
+        @b_start bigint,
+        @grp int,
+        @groups_count int,
+        @events int,
+        @progress bigint
+{%- endif %};
+    declare @page {{ n.read_type.sql }};
+    {{ changefeed._sqlserver_sql_safe_point_table(c) }}
+{%- if c.mode == 'outbox' %}
+    declare @groups table (
+        grp int not null primary key,
+        txid bigint not null unique,
+        events int not null,
+        max_hint datetime2(3) not null,
+        ulid_high binary(8) null,
+        block_start bigint null);
+    declare @taken table (
+        order_sequence bigint not null primary key,
+        txid bigint not null,
+        {{ c.key_decls | join(',\n        ') }});
+{%- endif %}
+
+    if @shard_id is null
+        throw 51002, N'changefeed: @shard_id must not be NULL', 1;
+    set @page_size = isnull(@pagesize, @page_size);
+    if @page_size is null or @page_size < 1
+        throw 51023, N'changefeed: @page_size must be at least 1', 1;
+    set @cursor = isnull(@cursor, {{ c.zero16 }});
+{%- if c.mode == 'outbox' %}
+    if @@trancount > 0
+        throw 51020, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.read_feed.sql ~ ' moves the outbox in a transaction of its own; call it outside any transaction') }}, 1;
+{%- endif %}
+
+    {{ changefeed._sqlserver_sql_read_page(c, 4) }}
+{%- if c.mode == 'outbox' %}
+
+    -- At the head: move what has been committed to the outbox, then read again.
+    if @rows < @page_size
+        and exists (
+            select 1 from {{ n.outbox.sql }} with (readcommittedlock, readpast)
+            where shard_id = @shard_id)
+    begin
+        {{ changefeed._sqlserver_sql_move_outbox(c, 8) }}
+        delete from @page;
+        {{ changefeed._sqlserver_sql_read_page(c, 8) }}
+    end;
+{%- endif %}
+
+    -- A full page ends at a transaction boundary: an incomplete last block is left for the
+    -- next page, unless it is the whole page, in which case it is completed.
+    if @rows = @page_size
+    begin
+        select @last = max(ulid) from @page;
+        set @low = convert(bigint, substring(@last, 9, 8)) & convert(bigint, {{ c.align_mask }});
+        set @block_first = convert(binary(16), substring(@last, 1, 8) + convert(binary(8), @low));
+        set @block_last = convert(binary(16), substring(@last, 1, 8) + convert(binary(8), @low + {{ c.block_minus_1 }}));
+        if exists (
+            select 1 from {{ n.feed.sql }}
+            where shard_id = @shard_id and ulid > @last and ulid <= @block_last and ulid <= @safe_point)
+        begin
+            if exists (select 1 from @page where ulid < @block_first)
+                delete from @page where ulid >= @block_first;
+            else
+                insert into @page (ulid, {{ keys }})
+                select f.ulid, f.{{ c.key_names | join(', f.') }}
+                from {{ n.feed.sql }} as f
+                where f.shard_id = @shard_id and f.ulid > @last and f.ulid <= @block_last and f.ulid <= @safe_point;
+        end;
+    end;
+
+    if object_id(N'tempdb..#read') is not null
+        insert into #read (ulid, {{ keys }})
+        select ulid, {{ keys }} from @page;
+    else
+        select ulid, {{ keys }} from @page order by ulid;
+end
+{%- endmacro %}
+
+
+{#-
+  T-SQL fragment: fill @page with at most @page_size events of shard @shard_id after
+  @cursor, up to the safe point, which is read first, in statements of its own (protocol
+  S4). The caller declares @heads (_sqlserver_sql_safe_point_table).
+-#}
+{% macro _sqlserver_sql_read_page(c, depth=0) -%}
+{%- set p = ' ' * depth -%}
+{%- set n = c.n -%}
+set @safe_point = null;
+{{ p }}{{ changefeed._sqlserver_sql_safe_point_heads(c, depth) }}
+{{ p }}select @safe_point = sp.safe_point
+{{ p }}from (
+{{ p }}    {{ changefeed._sqlserver_sql_safe_point_query(c, depth + 4) }}
+{{ p }}) as sp
+{{ p }}where sp.shard_id = @shard_id;
+{{ p }}set @safe_point = isnull(@safe_point, {{ c.zero16 }});
+{{ p }}insert into @page (ulid, {{ c.key_names | join(', ') }})
+{{ p }}select top (@page_size) f.ulid, f.{{ c.key_names | join(', f.') }}
+{{ p }}from {{ n.feed.sql }} as f
+{{ p }}where f.shard_id = @shard_id and f.ulid > @cursor and f.ulid <= @safe_point
+{{ p }}order by f.ulid;
+{{ p }}set @rows = @@rowcount;
+{%- endmacro %}
+
+
+{#-
+  [safe_point:<feed>] (protocol section 6): one row per shard, or for @shard_id only.
+-#}
+{% macro _sqlserver_routine_safe_point(c) -%}
+{%- set n = c.n -%}
+create or alter procedure {{ n.safe_point.sql }}
+    @shard_id int = null
+as
+begin
+    -- changefeed protocol {{ c.version }} (docs/protocol.md section 6)
+    set nocount on;
+    set transaction isolation level read committed;
+    {{ changefeed._sqlserver_sql_safe_point_table(c) }}
+    {{ changefeed._sqlserver_sql_safe_point_heads(c, 4) }}
+    select
+        sp.shard_id,
+        sp.safe_point,
+        sp.head,
+        sp.pending,
+        sp.generation,
+        sp.oldest_pending_session_id,
+        sp.oldest_pending_write_id,
+        sp.oldest_pending_started_at
+    from (
+        {{ changefeed._sqlserver_sql_safe_point_query(c, 8) }}
+    ) as sp
+    order by sp.shard_id;
+end
+{%- endmacro %}
+
+
+{#-
+  T-SQL fragments of the safe point (protocol section 6), one row per shard:
+  shard_id, generation, head, safe_point, pending (sessions of any generation), and the
+  oldest pending session (for tombstone). safe_point = least(head, the ULID just below the
+  first pending block).
+
+  Two statements, the state first: `_sqlserver_sql_safe_point_heads` copies the heads into
+  @heads (declared by `_sqlserver_sql_safe_point_table`), then `_sqlserver_sql_safe_point_query`
+  reads the pending sessions in a later statement. A lock call commits a block's state
+  advance and its pending session together, so a session read that starts after the head
+  was read sees the session of every block at or below that head (pending, committed or
+  abandoned). One statement would not do: under locking READ COMMITTED it may scan the
+  sessions before it reads the state, and then miss the pending session of a block that its
+  head already covers. Callers read their page in a later statement again, which sees at
+  least everything these saw. Both read @shard_id (null: every shard).
+-#}
+{% macro _sqlserver_sql_safe_point_table(c) -%}
+declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
+{%- endmacro %}
+
+
+{% macro _sqlserver_sql_safe_point_heads(c, depth=0) -%}
+{%- set p = ' ' * depth -%}
+delete from @heads;
+{{ p }}insert into @heads (shard_id, generation, head)
+{{ p }}select shard_id, generation, head
+{{ p }}from {{ c.n.state.sql }}
+{{ p }}where @shard_id is null or shard_id = @shard_id;
+{%- endmacro %}
+
+
+{% macro _sqlserver_sql_safe_point_query(c, depth=0) -%}
+{%- set p = ' ' * depth -%}
+{%- set n = c.n -%}
+select
+{{ p }}    s.shard_id,
+{{ p }}    s.generation,
+{{ p }}    s.head,
+{{ p }}    case
+{{ p }}        when p.first_pending is null or s.head < p.first_pending then s.head
+{{ p }}        when p.first_pending = {{ c.zero16 }} then {{ c.zero16 }}
+{{ p }}        when substring(p.first_pending, 9, 8) = 0x0000000000000000
+{{ p }}            then convert(binary(16), convert(binary(8), convert(bigint, substring(p.first_pending, 1, 8)) - 1) + 0xFFFFFFFFFFFFFFFF)
+{{ p }}        when substring(p.first_pending, 9, 8) = 0x8000000000000000
+{{ p }}            then convert(binary(16), substring(p.first_pending, 1, 8) + 0x7FFFFFFFFFFFFFFF)
+{{ p }}        else convert(binary(16), substring(p.first_pending, 1, 8) + convert(binary(8), convert(bigint, substring(p.first_pending, 9, 8)) - 1))
+{{ p }}    end as safe_point,
+{{ p }}    p.pending,
+{{ p }}    o.session_id as oldest_pending_session_id,
+{{ p }}    o.write_id as oldest_pending_write_id,
+{{ p }}    o.started_at as oldest_pending_started_at
+{{ p }}from @heads as s
+{{ p }}outer apply (
+{{ p }}    select count(*) as pending, min(w.first_ulid) as first_pending
+{{ p }}    from {{ n.session.sql }} as w
+{{ p }}    where w.shard_id = s.shard_id and w.state = 0
+{{ p }}) as p
+{{ p }}outer apply (
+{{ p }}    select top (1) w.session_id, w.write_id, w.started_at
+{{ p }}    from {{ n.session.sql }} as w
+{{ p }}    where w.shard_id = s.shard_id and w.state = 0
+{{ p }}    order by w.started_at
+{{ p }}) as o
+{%- endmacro %}
+
+
+{#-
+  [shards:<feed>] (protocol section 9): the feed's shards, in order: those with a state row
+  and, in outbox mode, those with unmoved outbox rows. The reader role may execute it but
+  may not read the state or the outbox, and a reader that is not told its shards (the Spark
+  source without its `shards` option) must find them all.
+-#}
+{% macro _sqlserver_routine_shards(c) -%}
+{%- set n = c.n -%}
+create or alter procedure {{ n.shards.sql }}
+as
+begin
+    -- changefeed protocol {{ c.version }} (docs/protocol.md section 9)
+    set nocount on;
+    set transaction isolation level read committed;
+    select st.shard_id
+    from {{ n.state.sql }} as st
+{%- if c.mode == 'outbox' %}
+    union
+    -- readpast: an outbox row still locked belongs to a transaction that has not committed
+    -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
+    -- take a whole application transaction (readcommittedlock: readpast needs locking reads
+    -- under RCSI).
+    select o.shard_id
+    from {{ n.outbox.sql }} as o with (readcommittedlock, readpast)
+{%- endif %}
+    order by shard_id;
+end
+{%- endmacro %}

@@ -1,0 +1,209 @@
+"""The Spark feed format of docs/protocol.md section 11, as the landing writes it.
+
+Everything the landing knows about the format lives here:
+
+* the table: ``shard_id int, ulid binary, <key columns>, [payload struct], changefeed_batch
+  bigint`` (last), a managed parquet catalog table ``partitioned by (changefeed_batch)``
+  (11.1);
+* the commit: one write = one batch ``N = 1 + max(changefeed_batch)`` of the committed
+  rows, written with ``insert overwrite`` in dynamic partition-overwrite mode, so the
+  partition registration is the commit point and a killed write re-run replaces its
+  unregistered directory (11.2);
+* the heads: per shard ``max(ulid)`` over the committed rows, which is the feed's safe
+  point and the landing's cursor (11.3, 11.6), read from the newest batches backwards
+  until every shard is found, so a landing reads its newest batches, not the table;
+* the first-write cleanup of an orphaned table location (11.5).
+
+The column names come from :mod:`changefeed.spark.feedtable` (the format's Python module).
+Its ``write_batch`` is not used for the write itself: it checks F3 with a separate
+Spark job over the events, which for a database source would read every event from
+the database twice. Here F3 holds by construction (each shard is read strictly after
+its committed head), so the batch is written in one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from changefeed.spark.feedtable import (
+    BATCH_COLUMN,
+    RESERVED_COLUMNS,
+    committed_batches,
+    newest_heads,
+)
+from changefeed.spark.source import ChangefeedSourceError
+
+RESERVED = RESERVED_COLUMNS
+
+
+@dataclass(frozen=True)
+class TableName:
+    database: str
+    table: str
+
+    @property
+    def sql(self) -> str:
+        return f"{quote(self.database)}.{quote(self.table)}"
+
+    @property
+    def text(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def parse_table(spark: Any, name: str) -> TableName:
+    """``database.table`` or ``table`` (in the session's current database)."""
+    parts = [p.strip().strip("`") for p in str(name).split(".")]
+    if len(parts) == 1 and parts[0]:
+        return TableName(spark.catalog.currentDatabase(), parts[0])
+    if len(parts) == 2 and all(parts):
+        return TableName(parts[0], parts[1])
+    raise ChangefeedSourceError(
+        f"target table {name!r} must be written database.table (or table, in the current database)"
+    )
+
+
+def feed_table_schema(source_schema: Any) -> Any:
+    """The landed table's schema: the source's columns, then ``changefeed_batch bigint``."""
+    from pyspark.sql import types as T
+
+    for field in source_schema.fields[2:]:
+        if field.name.lower() in RESERVED:
+            raise ChangefeedSourceError(
+                f"column {field.name!r} of the feed has a name that the Spark feed format "
+                f"reserves ({', '.join(RESERVED)}); it cannot be landed"
+            )
+    fields = [T.StructField(f.name, f.dataType, True) for f in source_schema.fields]
+    fields.append(T.StructField(BATCH_COLUMN, T.LongType(), True))
+    return T.StructType(fields)
+
+
+def check_partition_management(spark: Any) -> None:
+    """Readers, the landing's own cursor included, must list registered partitions only
+    (11.1): with ``spark.sql.hive.manageFilesourcePartitions=false`` Spark would read the
+    directory a killed write left behind, and the landing would skip its events."""
+    value = str(spark.conf.get("spark.sql.hive.manageFilesourcePartitions", "true")).lower()
+    if value == "false":
+        raise ChangefeedSourceError(
+            "spark.sql.hive.manageFilesourcePartitions is false, so Spark would read "
+            "unregistered partition directories (a killed run's output); set it to true "
+            "(the default) to land feeds"
+        )
+
+
+def table_exists(spark: Any, table: TableName) -> bool:
+    return bool(spark.catalog.tableExists(table.sql))
+
+
+def check_table(spark: Any, table: TableName, expected: Any) -> None:
+    """An existing table must have exactly the format's columns and partitioning."""
+    actual = spark.table(table.sql).schema
+    got = [(f.name.lower(), f.dataType.simpleString()) for f in actual.fields]
+    want = [(f.name.lower(), f.dataType.simpleString()) for f in expected.fields]
+    if got != want:
+        raise ChangefeedSourceError(
+            f"table {table.text} is not this feed's landed table: its columns are "
+            f"{', '.join(f'{n} {t}' for n, t in got)}; landing needs "
+            f"{', '.join(f'{n} {t}' for n, t in want)} (was payload switched on or off, or "
+            "the source's key changed? land into a new table)"
+        )
+    partitions = [c.name.lower() for c in spark.catalog.listColumns(table.sql)
+                  if c.isPartition]  # fmt: skip
+    if partitions != [BATCH_COLUMN]:
+        raise ChangefeedSourceError(
+            f"table {table.text} must be partitioned by {BATCH_COLUMN} and nothing else "
+            f"(docs/protocol.md 11.1); it is partitioned by {partitions or 'nothing'}"
+        )
+
+
+def create_table(spark: Any, table: TableName, schema: Any) -> None:
+    """Create the empty feed table, first clearing debris of a killed earlier create (11.5)."""
+    spark.sql(f"create database if not exists {quote(table.database)}")
+    clear_orphan_location(spark, table)
+    columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
+    spark.sql(f"create table {table.sql} ({columns}) using parquet partitioned by ({BATCH_COLUMN})")
+
+
+def schema_location(spark: Any, database: str) -> str:
+    for row in spark.sql(f"describe schema extended {quote(database)}").collect():
+        if str(row[0]).strip().lower() in ("location", "database location", "namespace location"):
+            return str(row[1]).strip()
+    raise ChangefeedSourceError(f"could not find the location of schema {database}")
+
+
+def clear_orphan_location(spark: Any, table: TableName) -> None:
+    """Delete the managed location of a table that is not in the catalog (11.5)."""
+    path = schema_location(spark, table.database).rstrip("/") + "/" + table.table.lower()
+    if _exists(spark, path) is False:
+        return
+    cleanup = TableName(table.database, table.table.lower() + "__changefeed_cleanup")
+    spark.sql(f"create table if not exists {cleanup.sql} (x int) using parquet")
+    spark.sql(f"alter table {cleanup.sql} set location '{_sql_string(path)}'")
+    spark.sql(f"drop table if exists {cleanup.sql}")
+
+
+def _exists(spark: Any, path: str) -> bool | None:
+    """Whether ``path`` exists (Hadoop file system of the session); None if unknown
+    (e.g. Spark Connect, which has no JVM handle): then the cleanup runs anyway."""
+    try:
+        context = spark.sparkContext
+        jvm = context._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
+        return bool(fs.exists(hadoop_path))
+    except Exception:
+        return None
+
+
+def _sql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def committed_heads(
+    spark: Any, table: TableName, shards: list[int]
+) -> tuple[dict[int, bytes], int]:
+    """The heads of ``shards`` and the highest batch, from the
+    committed partitions: their list in the metastore, then the newest batches backwards
+    until every shard is found (a shard's head is in its newest batch, F3).
+
+    ``refresh table`` first, so partitions registered by another session are listed.
+    """
+    spark.sql(f"refresh table {table.sql}")
+    batches = committed_batches(spark, table.sql)
+    return newest_heads(spark, table.sql, batches, shards), max(batches, default=0)
+
+
+def write_batch(frame: Any, table: TableName, batch: int) -> None:
+    """Commit ``frame`` as batch ``batch``: one new partition, registered at job commit.
+
+    Dynamic partition overwrite replaces only ``changefeed_batch=<batch>``: the directory
+    a killed attempt of the same batch may have left (never registered) is replaced, and
+    no registered batch is touched (a new batch is always above every registered one).
+    """
+    from pyspark.sql import functions as F
+
+    spark = frame.sparkSession
+    conf = "spark.sql.sources.partitionOverwriteMode"
+    previous = spark.conf.get(conf, None)
+    spark.conf.set(conf, "dynamic")
+    try:
+        frame.withColumn(BATCH_COLUMN, F.lit(batch).cast("bigint")).write.insertInto(
+            table.sql, overwrite=True
+        )
+    finally:
+        if previous is None:
+            spark.conf.unset(conf)
+        else:
+            spark.conf.set(conf, previous)
+
+
+def count_batch(spark: Any, table: TableName, batch: int) -> int:
+    return int(
+        spark.sql(f"select count(*) from {table.sql} where {BATCH_COLUMN} = {int(batch)}").first()[
+            0
+        ]
+    )

@@ -1,0 +1,66 @@
+"""``format("changefeed")``: read PostgreSQL and SQL Server change feeds in Spark.
+
+>>> from changefeed.spark.source import register              # doctest: +SKIP
+>>> register(spark)                                                # doctest: +SKIP
+>>> events = (spark.read.format("changefeed")                      # doctest: +SKIP
+...           .option("connection", "postgresql://app@db/shop")
+...           .option("feed", "shop.orders").load())
+
+Batch reads fix each shard's safe point when Spark plans the query; streaming reads use
+per-shard ULID cursors as offsets. Options, offsets, payloads and the exactly-once
+argument: docs/spark-source.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changefeed.spark.source._backend import (
+    Backend,
+    Connection,
+    SourceFeed,
+    open_backend,
+    parse_connection,
+    read_range,
+)
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._options import OPTIONS, FeedOptions, parse_options
+from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._source import (
+    FORMAT_NAME,
+    FeedBatchReader,
+    FeedDataSource,
+    FeedPartition,
+    FeedStreamReader,
+)
+
+__all__ = [
+    "FORMAT_NAME",
+    "OPTIONS",
+    "Backend",
+    "ChangefeedSourceError",
+    "Connection",
+    "FeedBatchReader",
+    "FeedDataSource",
+    "FeedOptions",
+    "FeedPartition",
+    "FeedStreamReader",
+    "SourceFeed",
+    "decode_offset",
+    "encode_offset",
+    "open_backend",
+    "parse_connection",
+    "parse_options",
+    "read_range",
+    "register",
+]
+
+
+def register(spark: Any) -> str:
+    """Register ``format("changefeed")`` with ``spark``; returns the format name.
+
+    Registering again is harmless. Executors need this package installed (they run the
+    partitions in Python workers).
+    """
+    spark.dataSource.register(FeedDataSource)
+    return FORMAT_NAME

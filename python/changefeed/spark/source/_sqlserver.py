@@ -1,0 +1,97 @@
+"""SQL Server access of the data source, through :mod:`changefeed.client.sqlserver`.
+
+The statements are the client's (``tests/test_source_sqlserver_queries.py`` pins them);
+this module turns its answers and errors into the data source's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from changefeed.client import ZERO_ULID, ChangefeedError
+from changefeed.client import sqlserver as client
+from changefeed.spark.source._backend import Backend, Connection, Row, SourceFeed
+from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._types import Column
+
+
+class SqlServerBackend(Backend):
+    dialect = "sqlserver"
+
+    def __init__(
+        self,
+        connection: Connection,
+        changefeed_schema: str,
+        *,
+        connect: Callable[..., Any] | None = None,
+    ) -> None:
+        super().__init__(connection, changefeed_schema)
+        try:
+            self.conn: Any = client.connect(
+                connection.uri, application_name="changefeed-spark", connect=connect
+            )
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(str(exc)) from None
+
+    def describe(self, feed_id: str, payload: bool) -> SourceFeed:
+        try:
+            info = client.registry_entry(self.conn, feed_id, self.changefeed_schema)
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(
+                f"{self.connection.display}: {exc} (option changefeedSchema names the schema)"
+            ) from None
+        if not payload:
+            return SourceFeed(info)
+        columns = client.source_columns(self.conn, info)
+        if not columns:
+            raise ChangefeedSourceError(
+                f"payload=true: the source table {info.source_schema}.{info.source_table} of "
+                f"feed {feed_id} does not exist or cannot be seen by this user"
+            )
+        return SourceFeed(info, tuple(Column(name, type_) for name, type_ in columns))
+
+    def shards(self, info: SourceFeed) -> list[int]:
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows
+        (``[shards:<feed>]``, which the reader role may execute)."""
+        if "shards" not in info.names:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id} was set up by an older version of the package and cannot "
+                "list its shards: run changefeed.upgrade_feed for it, or name the shards with "
+                "the option shards, e.g. .option('shards', '0,1,2')"
+            )
+        return client.shards(self.conn, info.info)
+
+    def safe_points(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
+        found = client.safe_points(self.conn, info.info)
+        return {shard: found.get(shard, ZERO_ULID) for shard in shards}
+
+    def move_outbox(self, info: SourceFeed, shards: Sequence[int]) -> None:
+        # read_feed moves the outbox when the cursor is at the head: a call with the
+        # current head as cursor publishes what is committed, and its page is dropped
+        # (the caller reads it again within its planned range).
+        if info.mode != "outbox":
+            return
+        heads = client.safe_points(self.conn, info.info)
+        for shard in shards:
+            client.read_feed(self.conn, info.info, shard, heads.get(shard, ZERO_ULID), 1)
+
+    def has_events(self, info: SourceFeed, shard: int, after: bytes, upto: bytes) -> bool:
+        return client.has_events(self.conn, info.info, shard, after, upto)
+
+    def read_page(self, info: SourceFeed, shard: int, cursor: bytes, page_size: int) -> list[Row]:
+        page = client.read_feed(self.conn, info.info, shard, cursor, page_size)
+        if not page or info.payload is None:
+            return page
+        nkeys = len(info.keys)
+        columns = [c.name for c in info.payload]
+        found = client.source_rows(self.conn, info.info, columns, [r[2 : 2 + nkeys] for r in page])
+        missing = (None,) * len(columns)
+        out: list[Row] = []
+        for row in page:
+            values = found.get(tuple(row[2 : 2 + nkeys]))
+            out.append((*row, values is not None, *(values if values is not None else missing)))
+        return out
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,171 @@
+-- Golden: the teardown SQL of render case 'blocking_int' (tests/sqlserver_matrix.py),
+-- reviewed by hand. Regenerate (docs/testing.md):
+-- CHANGEFEED_UPDATE_GOLDEN=1 pytest tests/test_sqlserver_render.py
+-- changefeed teardown of feed "shop.orders" in schema "changefeed": drops its objects and history.
+-- One batch, one transaction.
+set nocount on;
+set xact_abort on;
+declare @rc int, @found int = 0, @member nvarchar(128), @sql nvarchar(max);
+begin transaction;
+exec @rc = sp_getapplock
+    @Resource = N'changefeed/setup', @LockMode = N'Exclusive', @LockOwner = N'Transaction',
+    @LockTimeout = 60000, @DbPrincipal = N'public';
+if @rc < 0
+    throw 51050, N'changefeed: timed out waiting for another changefeed setup in this database (setup lock)', 1;
+
+if object_id(N'[shop].[capture:changefeed.shop.orders]') is not null
+begin
+    set @found = 1;
+    drop trigger [shop].[capture:changefeed.shop.orders];
+end;
+
+if object_id(N'[changefeed].[read_feed:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[read_feed:shop.orders];
+end;
+
+if object_id(N'[changefeed].[safe_point:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[safe_point:shop.orders];
+end;
+
+if object_id(N'[changefeed].[tombstone:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[tombstone:shop.orders];
+end;
+
+if object_id(N'[changefeed].[barrier_acquire:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[barrier_acquire:shop.orders];
+end;
+
+if object_id(N'[changefeed].[barrier_check:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[barrier_check:shop.orders];
+end;
+
+if object_id(N'[changefeed].[shards:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[shards:shop.orders];
+end;
+
+if object_id(N'[changefeed].[lock:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[lock:shop.orders];
+end;
+
+if object_id(N'[changefeed].[update_state:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[update_state:shop.orders];
+end;
+
+if object_id(N'[changefeed].[release:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[release:shop.orders];
+end;
+
+if object_id(N'[changefeed].[feed_write_lock:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[feed_write_lock:shop.orders];
+end;
+
+if object_id(N'[changefeed].[ulid:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop function [changefeed].[ulid:shop.orders];
+end;
+
+if type_id(N'[changefeed].[type:read:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop type [changefeed].[type:read:shop.orders];
+end;
+
+if object_id(N'[changefeed].[outbox:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[outbox:shop.orders];
+end;
+
+if object_id(N'[changefeed].[feed:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[feed:shop.orders];
+end;
+
+if object_id(N'[changefeed].[session:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[session:shop.orders];
+end;
+
+if object_id(N'[changefeed].[incident:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[incident:shop.orders];
+end;
+
+if object_id(N'[changefeed].[state:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[state:shop.orders];
+end;
+
+if object_id(N'[changefeed].[sequence:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop sequence [changefeed].[sequence:shop.orders];
+end;
+
+if database_principal_id(N'changefeed_writer:shop.orders') is not null
+begin
+    set @found = 1;
+    while 1 = 1
+    begin
+        set @member = null;
+        select top (1) @member = user_name(m.member_principal_id)
+        from sys.database_role_members as m
+        where m.role_principal_id = database_principal_id(N'changefeed_writer:shop.orders');
+        if @member is null
+            break;
+        set @sql = concat(N'alter role [changefeed_writer:shop.orders] drop member ', quotename(@member), N';');
+        exec sp_executesql @sql;
+    end;
+    drop role [changefeed_writer:shop.orders];
+end;
+
+if database_principal_id(N'changefeed_reader:shop.orders') is not null
+begin
+    set @found = 1;
+    while 1 = 1
+    begin
+        set @member = null;
+        select top (1) @member = user_name(m.member_principal_id)
+        from sys.database_role_members as m
+        where m.role_principal_id = database_principal_id(N'changefeed_reader:shop.orders');
+        if @member is null
+            break;
+        set @sql = concat(N'alter role [changefeed_reader:shop.orders] drop member ', quotename(@member), N';');
+        exec sp_executesql @sql;
+    end;
+    drop role [changefeed_reader:shop.orders];
+end;
+
+if object_id(N'[changefeed].[feeds]', N'U') is not null
+begin
+    delete from [changefeed].[feeds] where feed_id = N'shop.orders';
+    if @@rowcount > 0
+        set @found = 1;
+end;
+commit;
+select case when @found = 1 then N'dropped' else N'absent' end as action;

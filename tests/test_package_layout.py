@@ -1,0 +1,123 @@
+"""The rules of the package layout, checked on the source (issue "Renovation", item 4).
+
+* No module imports a private module (``_name``) of another package: a package exports
+  what others need from its ``__init__`` or a public module.
+* ``changefeed.cli`` imports nothing of the demo (``examples/shop/shop_demo`` uses the
+  CLI, never the reverse), and no module of the package imports the demo.
+* ``changefeed status`` and ``changefeed barrier`` start without PySpark, so they work
+  with only the ``postgres`` extra installed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.cli_support import run_without_pyspark
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "python"
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def modules() -> Iterator[tuple[str, str, Path]]:
+    """(module, its package, file) of every module of python/changefeed."""
+    for path in sorted((ROOT / "changefeed").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+            yield ".".join(parts), ".".join(parts), path
+        else:
+            yield ".".join(parts), ".".join(parts[:-1]), path
+
+
+def imported(package: str, tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import; ``from x import _y`` counts as importing ``x._y``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            yield node.lineno, base
+            for alias in node.names:
+                if _private(alias.name):
+                    yield node.lineno, f"{base}.{alias.name}"
+
+
+def owner_of_private(module: str) -> str | None:
+    """The package a private module belongs to (``a.b`` for ``a.b._c.d``), else None."""
+    private = private_root(module)
+    return None if private is None else private.rsplit(".", 1)[0]
+
+
+def private_root(module: str) -> str | None:
+    """The outermost private module on the path (``a.b._c`` for ``a.b._c.d``), else None."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if _private(part):
+            return ".".join(parts[: i + 1])
+    return None
+
+
+def test_the_rules_see_every_module() -> None:
+    names = {name for name, _package, _path in modules()}
+    assert {"changefeed.cli", "changefeed.client.core", "changefeed.spark.source._backend"} <= names
+
+
+def test_owner_of_private() -> None:
+    assert owner_of_private("changefeed.spark.source._backend") == "changefeed.spark.source"
+    assert owner_of_private("changefeed.client.core") is None
+    assert private_root("changefeed.ulid._codec.x") == "changefeed.ulid._codec"
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    problems = []
+    for name, package, path in modules():
+        for line, target in imported(package, ast.parse(path.read_text(), str(path))):
+            owner, private = owner_of_private(target), private_root(target)
+            if owner is None or private is None or not target.startswith("changefeed"):
+                continue
+            inside = name == private or name.startswith(private + ".")
+            if owner != package and not inside:
+                problems.append(
+                    f"{path.relative_to(REPO)}:{line}: {name} imports {target}, a private "
+                    f"module of {owner}; export what is needed from {owner} instead"
+                )
+    assert not problems, "\n".join(problems)
+
+
+def test_the_package_never_imports_the_demo() -> None:
+    problems = []
+    for name, package, path in modules():
+        for line, target in imported(package, ast.parse(path.read_text(), str(path))):
+            demo = "demo" in target.split(".") or target.split(".")[0] == "shop_demo"
+            if demo or (name.startswith("changefeed.cli") and "demo" in target):
+                problems.append(f"{path.relative_to(REPO)}:{line}: {name} imports {target}")
+    assert not problems, "\n".join(problems)
+    assert not (ROOT / "changefeed" / "demo").exists(), "the demo lives in examples/shop"
+
+
+@pytest.mark.parametrize("command", ["status", "barrier"])
+def test_status_and_barrier_start_without_pyspark(command: str) -> None:
+    result = run_without_pyspark(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert f"usage: changefeed {command}" in result.stdout
+
+
+def test_pyspark_is_really_blocked() -> None:
+    """The check above would pass vacuously if the block did not block: land needs Spark."""
+    result = run_without_pyspark("land", "--connection", "postgresql://x@h/db", "--feed",
+                                 "a.b", "--table", "l.b")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "changefeed land: error: landing needs Spark" in result.stderr
+    assert "pip install 'changefeed[spark]'" in result.stderr
+    assert "Traceback" not in result.stderr
