@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # pytest-xdist workers for `make test` and `make test-fast` (WORKERS=0: one process).
 WORKERS ?= 2
 
-.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv clean
+.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars clean
 
 java:
 	@scripts/check_java.sh
@@ -24,24 +24,37 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Delta Lake and Iceberg jars for the local Spark session, fetched by Maven from
+# jars/pom.xml into $(JARS) (read by changefeed.local_spark; CHANGEFEED_JARS overrides it).
+# Re-fetched only when the pom changes.
+JARS ?= .jars
+JARS_STAMP := $(JARS)/.fetched-$(shell cksum jars/pom.xml | cut -d' ' -f1)
+
+$(JARS_STAMP): jars/pom.xml
+	@rm -rf $(JARS)
+	mvn -q -f jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true -DoutputDirectory=$(abspath $(JARS))
+	@touch $@
+
+jars: $(JARS_STAMP)
+
 # The shop example end to end (examples/shop/shop_demo, not part of the wheel); state in
 # .demo/, so a second run continues.
 # Options: make demo DEMO_ARGS="--duration 30 --rate 20" (or --reset to start over).
-demo: java venv
+demo: java venv jars
 	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo $(DEMO_ARGS)
 
 # `changefeed status` on the demo's database (its embedded server is started if needed)
 # and its Spark tables. Options: make demo-status STATUS_ARGS="--json".
-demo-status: venv
+demo-status: venv jars
 	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo status $(STATUS_ARGS)
 
 # The full tier, which CI runs (.ci/run). test-fast leaves out the tests marked slow.
-test: java venv
+test: java venv jars
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS)
 
-test-fast: java venv
+test-fast: java venv jars
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"
@@ -54,8 +67,8 @@ test-sqlserver: venv
 	$(BIN)/python -m pytest tests/sqlserver_live tests/test_sqlserver_client.py -v
 
 # Benchmarks print markdown tables and update docs/performance.md; never part of `make test`.
-bench: java venv
+bench: java venv jars
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log
+	rm -rf $(VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log

@@ -33,6 +33,7 @@ KILL_SCENARIO_MODULES = (
 )
 LONGEST_FIRST = (
     KILL_SCENARIO_GROUP,
+    "tests/test_spark_lakehouse.py",
     "tests/test_pg_outbox_capture.py",
     "tests/test_pg_feed_setup.py",
     "tests/test_demo.py",

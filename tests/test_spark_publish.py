@@ -293,8 +293,8 @@ def test_table_config_accepted(dbt: Any, config: str, fmt: str) -> None:
 
 
 def test_delta_and_iceberg_merge_on_the_event(dbt: Any) -> None:
-    """Rendered only: delta/iceberg JARs come from Maven, unreachable here. dbt-spark's
-    merge for the config publish_feed and feed_batch require joins on (shard_id, ulid)."""
+    """dbt-spark's merge for the config publish_feed and feed_batch require joins on
+    (shard_id, ulid); tests/test_spark_lakehouse.py runs it on both formats."""
     for file_format in ("delta", "iceberg"):
         sql = dbt.render(
             "{{ config(materialized='incremental', file_format='" + file_format + "', "

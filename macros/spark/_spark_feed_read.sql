@@ -14,12 +14,12 @@
 -#}
 
 {#- The highest registered changefeed_batch of `relation`; 0 if it has none or does not exist.
-    parquet: the metastore's partition list, no data read. delta/iceberg (rendered, not run by
-    this package's tests): select max(changefeed_batch), left to their file statistics. -#}
+    parquet: the metastore's partition list, no data read. delta/iceberg: select
+    max(changefeed_batch), answered from their file statistics. -#}
 {% macro _spark_last_batch(relation) %}
   {%- set found = adapter.get_relation(relation.database, relation.schema, relation.identifier) -%}
   {%- if found is none -%}{{ return(0) }}{%- endif -%}
-  {%- if found.is_delta or found.is_iceberg -%}
+  {%- if changefeed._spark_is_acid(found) -%}
     {%- set rows = run_query('select max(changefeed_batch) from ' ~ relation) -%}
     {{ return((rows.rows[0][0] or 0) | int) }}
   {%- endif -%}
@@ -35,6 +35,20 @@
     {%- if value | int > last.batch -%}{%- set last.batch = value | int -%}{%- endif -%}
   {%- endfor -%}
   {{ return(last.batch) }}
+{% endmacro %}
+
+
+{#- Whether an existing relation is a delta or iceberg table. dbt-spark sets is_delta and
+    is_iceberg only when its relation listing read the table's details, which it does not
+    for relations it cached from `show tables`; then the table's provider tells. -#}
+{% macro _spark_is_acid(found) %}
+  {%- if found.is_delta or found.is_iceberg -%}{{ return(true) }}{%- endif -%}
+  {%- for row in run_query('describe table extended ' ~ found).rows -%}
+    {%- if (row[0] | string | trim | lower) == 'provider' -%}
+      {{ return((row[1] | string | trim | lower) in ['delta', 'iceberg']) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(false) }}
 {% endmacro %}
 
 
@@ -69,7 +83,7 @@
         ~ " changefeed_feed_batch; an aggregating consumer selects max(e.changefeed_batch)), then"
         ~ " rebuild the output once with dbt run --full-refresh (docs/spark.md)") }}
   {%- endif -%}
-  {%- if found.is_delta or found.is_iceberg -%}
+  {%- if changefeed._spark_is_acid(found) -%}
     {%- set sql = 'select max(changefeed_feed_batch) from ' ~ output -%}
   {%- else -%}
     {%- set newest = changefeed._spark_last_batch(output) -%}

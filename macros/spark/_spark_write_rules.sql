@@ -61,8 +61,8 @@
     {%- endif -%}
   {%- else -%}
     {{ exceptions.raise_compiler_error(
-        who ~ ": file_format '" ~ file_format ~ "' is not supported; supported: parquet (tested),"
-        ~ " delta and iceberg (rendered, not run in this package's tests)") }}
+        who ~ ": file_format '" ~ file_format ~ "' is not supported; supported: parquet, delta and"
+        ~ " iceberg") }}
   {%- endif -%}
   {{ return(file_format) }}
 {% endmacro %}

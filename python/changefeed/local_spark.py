@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from changefeed import _jars
+
 
 class JavaNotFound(RuntimeError):
     """Spark needs Java and none was found; the message names the fix."""
@@ -35,8 +37,13 @@ def local_spark_session(
     *,
     warehouse_dir: str | Path | None = None,
     hive: bool = False,
+    lakehouse: bool | None = None,
 ) -> Any:
     """Start (or reuse) a ``local[2]`` Spark session.
+
+    ``lakehouse``: Delta Lake and Iceberg tables next to parquet (see
+    :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
+    requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
 
     Raises :class:`JavaNotFound` naming the fix when Java is missing, instead of the JVM
     gateway's generic error.
@@ -59,6 +66,15 @@ def local_spark_session(
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    if lakehouse is not False:
+        try:
+            jars = _jars.lakehouse_jars()
+        except _jars.LakehouseJarsMissing:
+            if lakehouse:
+                raise
+        else:
+            for key, value in _jars.lakehouse_conf(jars, warehouse).items():
+                builder = builder.config(key, value)
     if hive:
         builder = builder.config(
             "spark.hadoop.javax.jdo.option.ConnectionURL",

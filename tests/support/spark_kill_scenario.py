@@ -167,8 +167,9 @@ def main() -> None:
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
     from changefeed.local_spark import local_spark_session
 
+    # parquet only: the scenario's four JVMs need no Delta/Iceberg classes
     spark = local_spark_session(
-        "changefeed-kill-test", warehouse_dir=workdir / "warehouse", hive=True
+        "changefeed-kill-test", warehouse_dir=workdir / "warehouse", hive=True, lakehouse=False
     )
     log = workdir / "steps.jsonl"
     if not (Path(plan["packages_dir"]) / "changefeed").exists():

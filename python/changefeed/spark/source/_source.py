@@ -17,7 +17,15 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+try:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+    _AvailableNow: Any = SupportsTriggerAvailableNow
+except ImportError:
+    # Spark 4.1 has no such mixin for Python sources: its engine wraps the source and
+    # freezes the target itself with one ``latestOffset()`` call (docs/spark-source.md).
+    _AvailableNow = object
 
 from changefeed.spark.source._backend import (
     Backend,
@@ -182,7 +190,7 @@ class FeedBatchReader(DataSourceReader):
         return read_partition(partition)
 
 
-class FeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[misc]
     """A micro-batch source whose offsets are per-shard cursors (docs/spark-source.md)."""
 
     def __init__(self, options: FeedOptions, info: SourceFeed) -> None:
@@ -213,6 +221,7 @@ class FeedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return _publish_and_snapshot(backend, self.options, self.info, self._shards(backend))
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Spark 4.2+ only; 4.1 never calls it and freezes ``latestOffset()`` instead."""
         self._target = self._current()
 
     def latestOffset(

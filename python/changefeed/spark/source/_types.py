@@ -161,7 +161,7 @@ class RowLayout:
     def arrow_schema(self) -> Any:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        return to_arrow_schema(self.spark_schema(), timezone="UTC")
+        return to_arrow_schema(self.spark_schema(), timestamp_utc=True)
 
     def converters(self) -> list[Convert]:
         return [spark_type_of(self.dialect, c.db_type)[1] for c in self.keys]

@@ -1,0 +1,88 @@
+"""The Delta Lake and Iceberg jars of the local Spark session, and the settings that enable them.
+
+``make jars`` fetches them with Maven from ``jars/pom.xml`` into ``<repo>/.jars``; the
+environment variable ``CHANGEFEED_JARS`` points elsewhere (e.g. a directory filled by
+your own build from the same pom). pyspark ships Spark but neither table format, and the
+jars must match its Spark minor, which is why they come from the project's pom and not
+from ``spark.jars.packages`` (resolved at session start, and needing the network then).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_VAR = "CHANGEFEED_JARS"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / ".jars"
+
+#: The jars each format needs, by file-name prefix (the versions are the pom's).
+REQUIRED = {
+    "Delta Lake": ("delta-spark_", "delta-storage-"),
+    "Iceberg": ("iceberg-spark-runtime-",),
+}
+
+#: The Spark minor that jars/pom.xml's artifacts are built for (delta-spark_4.1_2.13,
+#: iceberg-spark-runtime-4.1_2.13); on another Spark their classes fail to link.
+SPARK_MINOR = "4.1"
+
+#: The Iceberg catalog of the local session. Spark's own catalog (``spark_catalog``) is
+#: Delta's, so parquet and delta tables share it; iceberg tables live in this one.
+ICEBERG_CATALOG = "iceberg"
+
+
+class LakehouseJarsMissing(RuntimeError):
+    """The Delta Lake or Iceberg jars are not in the jars directory, or not for this Spark."""
+
+
+def jars_dir() -> Path:
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_DIR)
+
+
+def lakehouse_jars(spark_version: str | None = None) -> list[Path]:
+    """The jar files to put on ``spark.jars``; raises naming the fix if one is missing or
+    if ``spark_version`` (default: pyspark's) is not the Spark minor they are built for."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    if spark_version.split(".")[:2] != SPARK_MINOR.split("."):
+        raise LakehouseJarsMissing(
+            f"the Delta Lake and Iceberg jars of jars/pom.xml are built for Spark {SPARK_MINOR}, "
+            f"and pyspark is {spark_version}; install pyspark {SPARK_MINOR}.x "
+            f"(pip install 'pyspark=={SPARK_MINOR}.*')"
+        )
+    where = jars_dir()
+    jars = sorted(where.glob("*.jar")) if where.is_dir() else []
+    names = [jar.name for jar in jars]
+    missing = [
+        f"{fmt} ({prefix}*.jar)"
+        for fmt, prefixes in REQUIRED.items()
+        for prefix in prefixes
+        if not any(name.startswith(prefix) for name in names)
+    ]
+    if missing:
+        raise LakehouseJarsMissing(
+            f"the jars of {', '.join(missing)} are not in {where}; run `make jars` (Maven "
+            f"fetches them from jars/pom.xml), or set {ENV_VAR} to a directory holding them"
+        )
+    return jars
+
+
+def lakehouse_conf(jars: list[Path], warehouse: Path) -> dict[str, str]:
+    """Spark settings for parquet, delta and iceberg tables side by side in one session."""
+    return {
+        "spark.jars": ",".join(str(jar) for jar in jars),
+        "spark.sql.extensions": ",".join(
+            (
+                "io.delta.sql.DeltaSparkSessionExtension",
+                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            )
+        ),
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Delta rebuilds a table's snapshot from its log in 50 tasks by default, sized for
+        # clusters; on a local[2] session that dominates every small write.
+        "spark.databricks.delta.snapshotPartitions": "2",
+        f"spark.sql.catalog.{ICEBERG_CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{ICEBERG_CATALOG}.type": "hadoop",
+        f"spark.sql.catalog.{ICEBERG_CATALOG}.warehouse": str(warehouse / "iceberg"),
+    }
