@@ -15,7 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from changefeed.client.errors import translate
 from tests.support.pg_feeds import (
     RENDER_SPEC,
     as_role,
@@ -35,6 +34,7 @@ from changefeed.client import (
     WriteAbandoned,
     WriteOutsideBlock,
 )
+from changefeed.client.errors import translate
 
 pytestmark = pytest.mark.postgres
 

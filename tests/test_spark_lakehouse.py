@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support.real_parts import unavailable
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
+from tests.support.real_parts import unavailable
 
 pytestmark = pytest.mark.spark
 
