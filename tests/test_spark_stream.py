@@ -112,6 +112,12 @@ def test_now_then_a_replayed_micro_batch_reads_the_same_events(
     seen.clear()
     run()
     assert seen[0] == (batch_id, batch_rows)  # the same batch, the same events
-    later = [row for _, rows in seen[1:] for row in rows]
+    # On Spark 4.1 an AvailableNow run that replays a batch stops after it; what was
+    # written since comes in the next run (docs/spark-source.md). Newer Spark reads it in
+    # the same run. Either way: every event exactly once.
+    replay_run = list(seen)
+    seen.clear()
+    run()
+    later = [row for _, rows in replay_run[1:] + seen for row in rows]
     assert sorted(batch_rows + later) == [r for r in kit.feed_rows(pg_uri, feed) if r[2] > 10]
     assert {r[0] for r in later} == {0, 5}
