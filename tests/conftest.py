@@ -66,7 +66,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return WorkerGroupScheduling(config, log)
 
 
+#: The Spark kill scenario (four Spark driver processes, each with dbt runs) takes about two
+#: minutes alone, and several times that while the other worker runs Spark too; its
+#: session fixture's set-up is charged to the first test that asks for it.
+KILL_SCENARIO_TIMEOUT_S = 1800
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "kill_scenario_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(KILL_SCENARIO_TIMEOUT_S))
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     strays = [

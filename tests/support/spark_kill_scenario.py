@@ -255,7 +255,7 @@ def run_plan(
     plan: dict[str, Any],
     *,
     kill_when: Any = None,
-    timeout: float = 400.0,
+    timeout: float = 900.0,
 ) -> PlanResult:
     """Run ``plan`` in a fresh driver process; SIGKILL its process group once ``kill_when``
     (a callable returning a description or None, polled every 20 ms) fires."""
