@@ -15,7 +15,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests.support.pg_feeds import as_role, connect, create_table, registry_row, setup_feed
+from tests.support.pg_feeds import (
+    as_role,
+    connect,
+    create_table,
+    registry_row,
+    setup_feed,
+    upgrade_feed,
+)
 
 from changefeed.client import (
     ZERO_ULID,
@@ -230,3 +237,31 @@ def test_sqlserver_says_retention_is_not_there_yet(dbt: Any) -> None:
     with pytest.raises(Exception, match=r"apply_retention is not supported on the .* adapter yet"):
         dbt.render("{{ changefeed.sqlserver__apply_retention('a.b', none, 1, false, none) }}",
                    "postgres")  # fmt: skip
+
+
+def test_upgrade_gives_a_feed_without_retention_its_tables_and_routines(
+    feed: dict[int, list[list[bytes]]], dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    """A feed as an older package set it up (no retention objects, none in the registry's
+    names): retain asks for upgrade_feed, which adds them and keeps the events."""
+    kinds = ["retention", "consumer", "retention_pk", "consumer_pk", "retain", "save_cursor",
+             "forget_consumer"]  # fmt: skip
+    admin.execute('drop function changefeed."retain:cf_retention.items", '
+                  'changefeed."save_cursor:cf_retention.items", '
+                  'changefeed."forget_consumer:cf_retention.items"')  # fmt: skip
+    admin.execute('drop table changefeed."retention:cf_retention.items", '
+                  'changefeed."consumer:cf_retention.items"')  # fmt: skip
+    admin.execute(
+        "update changefeed.feeds set names = names - %s::text[] where feed_id = %s", (kinds, FEED)
+    )
+    with pytest.raises(NeedsUpgrade, match="upgrade_feed"):
+        PostgresFeed(FEED).retain(admin, keep_last=0)
+    assert setup_feed(dbt, "cf_retention", "items", "blocking") == [
+        f"changefeed: feed {FEED} is already set up (blocking); nothing to do"
+    ]
+    upgrade_feed(dbt, "cf_retention", "items", "blocking")
+    row = registry_row(admin, FEED)
+    assert row is not None and set(kinds) <= set(row["names"])
+    done = {r.shard_id: r.removed for r in PostgresFeed(FEED).retain(admin, keep_last=1)}
+    assert done == {0: 4, 1: 0}
+    assert _ulids(admin, 0) == feed[0][2] and _ulids(admin, 1) == feed[1][0]
