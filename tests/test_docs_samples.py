@@ -71,6 +71,12 @@ REGISTRY: dict[str, str] = {
     "operations-status-output": f"{HERE}::test_operations_status",
     "operations-status-cursor": f"{HERE}::test_operations_status",
     "operations-sql": f"{HERE}::test_operations_sql",
+    "operations-metrics": f"{HERE}::test_operations_metrics",
+    "operations-metrics-output": f"{HERE}::test_operations_metrics",
+    "operations-retention": f"{HERE}::test_operations_retention",
+    "operations-retention-output": f"{HERE}::test_operations_retention",
+    "operations-retention-dbt": f"{HERE}::test_operations_retention",
+    "python-api-retention": f"{HERE}::test_python_api_retention_sample",
     "operations-barrier": f"{HERE}::test_operations_barrier",
     "operations-errors": f"{HERE}::test_operations_errors",
     "operations-sqlserver": "tests/test_cli_sqlserver.py::test_the_operations_sample",
@@ -533,6 +539,49 @@ def test_operations_status(ops_uri: str) -> None:
     assert result.returncode == 0, result.stderr
     lag = json.loads(result.stdout)["consumers"]
     assert [(c["feed"], c["shard"], c["lag_events"]) for c in lag] == [("shop.orders", 0, 1)]
+
+
+@pytest.mark.postgres
+def test_operations_metrics(ops_uri: str, tmp_path: Path) -> None:
+    """The command writes the exposition to a file; every documented sample line is in it."""
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", sample("operations-metrics")],
+        cwd=tmp_path, env=shell_env(CHANGEFEED_CONNECTION=ops_uri), capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "changefeed.prom").read_text().splitlines()
+    for line in sample("operations-metrics-output").splitlines():
+        assert line in written, line
+
+
+@pytest.mark.postgres
+def test_operations_retention(shop_database: Any, tmp_path: Path) -> None:
+    uri = shop_database("cf_docs_retention")
+    write_shop_events(uri)
+    result = run_shell(sample("operations-retention"), CHANGEFEED_CONNECTION=uri)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == sample("operations-retention-output")
+    oltp = REPO / "examples" / "shop" / "oltp"
+    logged = run_dbt_lines(sample("operations-retention-dbt"), uri, tmp_path, oltp)
+    assert "changefeed: feed shop.orders shard 0: removed 0 event(s)" in logged, logged
+
+
+@pytest.mark.postgres
+def test_python_api_retention_sample(
+    shop_database: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/python-api.md's retention sample, with the names the samples before it define."""
+    from changefeed.client import ZERO_ULID, PostgresFeed
+
+    uri = shop_database("cf_docs_api_retention")
+    write_shop_events(uri)
+    with connection(uri) as conn:
+        orders = PostgresFeed("shop.orders")
+        namespace = {"conn": conn, "orders": orders, "ZERO_ULID": ZERO_ULID}
+        exec(compile(sample("python-api-retention"), "docs/python-api.md", "exec"), namespace)
+        assert capsys.readouterr().out.splitlines() == ["0 0 0", "1 0 0"]
+        assert orders.consumers(conn) == []
 
 
 @pytest.mark.postgres

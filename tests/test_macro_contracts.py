@@ -23,10 +23,18 @@ FEEDS_YML = Path(__file__).resolve().parents[1] / "macros" / "feeds.yml"
 CONTRACT = re.compile(r"Returns, on every adapter, exactly one of: (.*?)\.(?:\s|$)")
 
 
+#: Macros of macros/feeds.yml whose return value is a structure, not one word, with the
+#: test that checks it exactly.
+STRUCTURED = {"apply_retention": "tests/test_pg_retention.py"}
+
+
 def documented() -> dict[str, set[str]]:
     """{macro: its documented return values}, from macros/feeds.yml."""
     out: dict[str, set[str]] = {}
     for entry in yaml.safe_load(FEEDS_YML.read_text())["macros"]:
+        if entry["name"] in STRUCTURED:
+            assert "Returns, on PostgreSQL, a list" in " ".join(entry["description"].split())
+            continue
         found = CONTRACT.search(" ".join(entry["description"].split()))
         assert found, f"macros/feeds.yml: {entry['name']} does not document its return values"
         out[entry["name"]] = set(re.findall(r"'([^']*)'", found.group(1)))

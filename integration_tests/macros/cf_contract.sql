@@ -12,3 +12,11 @@
   {%- endif -%}
   {%- do log('cf_contract returned: ' ~ returned, info=true) -%}
 {% endmacro %}
+
+
+{#- For tests/test_pg_retention.py: apply_retention as a run-operation would, logging what
+    it returned. -#}
+{% macro cf_retention_call(relation, max_age_seconds=none, keep_last=none, override_consumers=false, shard=none) %}
+  {%- set returned = changefeed.apply_retention(relation, max_age_seconds, keep_last, override_consumers, shard) -%}
+  {%- do log('cf_retention returned: ' ~ returned, info=true) -%}
+{% endmacro %}

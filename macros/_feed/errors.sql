@@ -22,3 +22,15 @@
       ~ " supported adapters: " ~ supported | join(', ')
       ~ (". " ~ instead if instead else "")) }}
 {% endmacro %}
+
+
+{#- The error of a public macro that an adapter of its family does not implement yet:
+    the macro, the adapter and why, so that nothing runs half-way.
+
+    {{ changefeed._not_yet_supported('apply_retention', 'retention is implemented on PostgreSQL only') }}
+-#}
+{% macro _not_yet_supported(macro_name, reason) %}
+  {{ exceptions.raise_compiler_error(
+      "changefeed." ~ macro_name ~ " is not supported on the '" ~ adapter.type() ~ "' adapter yet: "
+      ~ reason ~ ". Run it on a PostgreSQL feed, or follow the project's issue tracker for this adapter") }}
+{% endmacro %}

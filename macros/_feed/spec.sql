@@ -424,3 +424,28 @@
   {%- endif -%}
   {{ return((name.encode('utf-16-le') | length) // 2) }}
 {% endmacro %}
+
+
+{#- apply_retention's arguments (protocol 8.1): max_age_seconds and keep_last whole numbers
+    >= 0, at least one of them; override_consumers a boolean; shard none or an integer. -#}
+{% macro _feed_retention_policy_check(max_age_seconds, keep_last, override_consumers, shard) %}
+  {%- for name, value in [('max_age_seconds', max_age_seconds), ('keep_last', keep_last)] -%}
+    {%- if value is not none and (value is not integer or value is sameas true or value is sameas false or value < 0) -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: apply_retention's " ~ name ~ " must be a whole number of at least 0 (or left out); got: " ~ value) }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if max_age_seconds is none and keep_last is none -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: apply_retention needs a policy: max_age_seconds (remove events older than this),"
+        ~ " keep_last (keep the newest N events of each shard), or both (an event either keeps is kept)") }}
+  {%- endif -%}
+  {%- if override_consumers is not sameas true and override_consumers is not sameas false -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: apply_retention's override_consumers must be true or false; got: " ~ override_consumers) }}
+  {%- endif -%}
+  {%- if shard is not none and (shard is not integer or shard is sameas true or shard is sameas false) -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: apply_retention's shard must be an integer (or left out for every shard); got: " ~ shard) }}
+  {%- endif -%}
+{% endmacro %}

@@ -86,7 +86,9 @@
 {% macro _postgres_feed_names(spec, mode) %}
   {%- set common = ['state', 'feed', 'session', 'incident', 'sequence', 'read_feed', 'safe_point',
                     'tombstone', 'barrier_acquire', 'barrier_check', 'shards', 'lock_try',
-                    'feed_pk', 'state_pk', 'session_pk', 'feed_ulid'] -%}
+                    'feed_pk', 'state_pk', 'session_pk', 'feed_ulid',
+                    'retention', 'consumer', 'retention_pk', 'consumer_pk', 'retain', 'save_cursor',
+                    'forget_consumer'] -%}
   {%- set blocking = ['lock', 'lock_wait', 'ulid', 'update_state', 'release', 'guard'] -%}
   {%- set outbox = ['outbox', 'move_outbox', 'outbox_pk', 'outbox_txid', 'outbox_hint'] -%}
   {%- set kinds = common + (blocking if mode != 'outbox' else []) + (outbox if mode != 'blocking' else []) -%}

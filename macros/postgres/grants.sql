@@ -11,8 +11,10 @@
           outbox's shard_id, time_hint and key columns (outbox; txid and order_sequence
           always come from their defaults); usage of the sequence. It cannot read the
           feed, outbox, state or sessions, nor change the state.
-  reader: select on the feed; read_feed, safe_point, barrier_acquire, barrier_check,
-          tombstone, shards and (outbox) move_outbox. No table writes.
+  reader: select on the feed (and on the retention and consumer tables, granted where
+          they are created: retention.sql); read_feed, safe_point, barrier_acquire,
+          barrier_check, tombstone, shards, save_cursor, forget_consumer and (outbox)
+          move_outbox. No table writes. retain (removing events) is the owner's only.
   Both: usage on the changefeed schema and select on the registry (clients read names).
 -#}
 {% macro _postgres_grants_statements(ctx, routines_only=false) %}
@@ -51,7 +53,8 @@ $cfrole$
   {%- else -%}
     {%- do statements.append('grant execute on procedure ' ~ q['move_outbox'] ~ ' to ' ~ reader) -%}
   {%- endif -%}
-  {%- for kind in ['read_feed', 'safe_point', 'barrier_acquire', 'barrier_check', 'tombstone', 'shards'] -%}
+  {%- for kind in ['read_feed', 'safe_point', 'barrier_acquire', 'barrier_check', 'tombstone', 'shards',
+                   'save_cursor', 'forget_consumer'] -%}
     {%- do statements.append('grant execute on function ' ~ q[kind] ~ ' to ' ~ reader) -%}
   {%- endfor -%}
   {{ return(statements) }}

@@ -35,6 +35,7 @@ begin
     raise exception using errcode = 'CF007',
       message = 'changefeed: read_feed on ' || {{ ctx['lit_feed'] }} || ': the cursor must be 16 bytes (16 zero bytes for the beginning)';
   end if;
+{{ changefeed._postgres_sql_retention_check(ctx) }}
   select sp.safe_point into v_safe from {{ q['safe_point'] }}(p_shard_id) as sp;
   -- The event after a full page, if any.
   select f.ulid into v_next from {{ q['feed'] }} as f

@@ -132,6 +132,7 @@ begin
     -- keeps each routine's identity, so a call already running (a writer waiting in lock)
     -- finishes on the old body instead of failing with "cache lookup failed".
 {{ changefeed._postgres_sql_constraints_sync(ctx) }}
+{{ changefeed._postgres_sql_retention_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
@@ -157,6 +158,7 @@ begin
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx)) }}
+{{ changefeed._postgres_sql_retention_sync(ctx) }}
 {{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   insert into {{ registry }} as f
@@ -183,7 +185,8 @@ end
   {{ return(changefeed._postgres_registry_statements(spec['schema'])
             + changefeed._postgres_tables_statements(ctx)
             + changefeed._postgres_routine_statements(ctx)
-            + changefeed._postgres_grants_statements(ctx)) }}
+            + changefeed._postgres_grants_statements(ctx)
+            + changefeed._postgres_retention_tables_statements(ctx)) }}
 {% endmacro %}
 
 
@@ -233,7 +236,8 @@ end
                          ('update_state', 'function'), ('release', 'function'), ('guard', 'function')]) -%}
   {%- endif -%}
   {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
-                       ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function')]) -%}
+                       ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function'),
+                       ('retain', 'function'), ('save_cursor', 'function'), ('forget_consumer', 'function')]) -%}
   {%- if mode != 'blocking' -%}
     {%- do kinds.append(('move_outbox', 'procedure')) -%}
   {%- endif -%}

@@ -16,6 +16,7 @@ from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.client import redact
+from changefeed.client.core import quote_pg
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +110,66 @@ class Database:
             return mssql.outbox_rows(self.conn, info, shard)
         sql = f"select count(*) from {info.q('outbox')} where shard_id = %s"
         return int(self.conn.execute(sql, (shard,)).fetchone()[0])
+
+    def capture_state(self, client: Any) -> tuple[str, bool | None]:
+        """The feed's capture (``trigger`` or ``none``) and, with ``capture: trigger``,
+        whether its source lost its triggers: the test ``move_outbox`` raises CF011 for
+        (the source table exists and fewer than its four triggers are there and enabled).
+        ``None`` on SQL Server, whose CLI calls do not read the triggers."""
+        if self.dialect == "sqlserver":
+            return "unknown", None
+        info = client.info(self.conn)
+        kinds = ("capture_insert", "capture_update", "capture_delete", "capture_truncate")
+        row = self.conn.execute(
+            f"""select f.options ->> 'capture',
+                       (select count(*) from pg_catalog.pg_trigger as t
+                         where t.tgrelid = s.oid and t.tgenabled <> 'D'
+                           and t.tgname = any (%s::text[])),
+                       s.oid is not null
+                  from {quote_pg(self.schema)}.feeds as f
+                  left join lateral (select pg_catalog.to_regclass(
+                      pg_catalog.quote_ident(f.source_schema) || '.'
+                      || pg_catalog.quote_ident(f.source_table)) as oid) as s on true
+                 where f.feed_id = %s""",
+            ([info.names.get(k, "") for k in kinds], client.feed_id),
+        ).fetchone()
+        if row is None or row[0] != "trigger":
+            return "none", None
+        return "trigger", bool(row[2]) and int(row[1]) < len(kinds)
+
+    def oldest_pending_age(self, client: Any, shard: int) -> float | None:
+        """Seconds since the shard's oldest pending write started (0.0 when none), by the
+        database's clock; ``None`` where the user may not read the session table (the
+        reader role) and on SQL Server."""
+        if self.dialect == "sqlserver":
+            return None
+        import psycopg
+
+        info = client.info(self.conn)
+        try:
+            row = self.conn.execute(
+                "select coalesce(extract(epoch from pg_catalog.clock_timestamp() "
+                f"- pg_catalog.min(se.started_at)), 0) from {info.q('session')} as se "
+                "where se.shard_id = %s and se.state = 0",
+                (shard,),
+            ).fetchone()
+        except psycopg.errors.InsufficientPrivilege:
+            return None
+        return round(max(0.0, float(row[0])), 3)
+
+    def retention_horizon(self, client: Any, shard: int) -> bytes | None:
+        """The newest ULID retention removed from ``shard`` (readers with a cursor below it
+        fail), or ``None`` when retention never removed anything there (or on SQL Server)."""
+        if self.dialect == "sqlserver":
+            return None
+        return client.retention_horizon(self.conn, shard)  # type: ignore[no-any-return]
+
+    def registered_cursors(self, client: Any) -> list[tuple[str, int, bytes]]:
+        """Cursors consumers registered for retention (``save_cursor``), as
+        ``(consumer, shard, cursor)``; none on SQL Server, which has no retention yet."""
+        if self.dialect == "sqlserver":
+            return []
+        return client.consumers(self.conn)  # type: ignore[no-any-return]
 
     def unread(
         self, client: Any, shard: int, after: bytes, upto: bytes

@@ -42,6 +42,15 @@ from changefeed.client import ZERO_ULID
 
 
 @dataclass
+class FeedStatus:
+    feed: str
+    mode: str
+    capture: str
+    capture_lost: bool | None
+    """With ``capture: trigger``: whether the source lost its triggers (CF011); else None."""
+
+
+@dataclass
 class ShardStatus:
     feed: str
     mode: str
@@ -51,6 +60,13 @@ class ShardStatus:
     safe_point: str | None
     pending: int
     outbox: int | None
+    oldest_pending_age_s: float | None = None
+    """None where the user may not read the session table (or on SQL Server)."""
+    retention_horizon: str | None = None
+    """The newest ULID retention removed from the shard (readers below it fail)."""
+    head_unix: float | None = None
+    safe_point_unix: float | None = None
+    retention_horizon_unix: float | None = None
 
 
 @dataclass
@@ -61,6 +77,7 @@ class ConsumerLag:
     cursor: str | None
     lag_events: int
     oldest_unread_age_s: float | None
+    behind_retention: bool = False
 
 
 def add_parser(subparsers: Any) -> None:
@@ -99,24 +116,47 @@ def add_parser(subparsers: Any) -> None:
         help="the Spark warehouse and metastore directory for --consumer "
         "(default: spark-warehouse)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="text (tables, the default), json, or prometheus (text exposition for "
+        "monitoring; metric names in docs/operations.md)",
+    )
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
+
+
+FORMATS = ("text", "json", "prometheus")
 
 
 def run(args: argparse.Namespace) -> int:
-    shards, lags = collect(args)
-    if args.json:
+    fmt = args.format or ("json" if args.json else "text")
+    if args.json and fmt != "json":
+        raise CliError(f"--json and --format {fmt} contradict each other: give one of them")
+    feeds, shards, lags = collect(args)
+    if fmt == "json":
         print(
             json.dumps(
-                {"shards": [asdict(s) for s in shards], "consumers": [asdict(c) for c in lags]},
+                {
+                    "feeds": [asdict(f) for f in feeds],
+                    "shards": [asdict(s) for s in shards],
+                    "consumers": [asdict(c) for c in lags],
+                },
                 indent=2,
             )
         )
+    elif fmt == "prometheus":
+        from changefeed.cli.metrics import exposition
+
+        print(exposition(feeds, shards, lags), end="")
     else:
-        print(render(shards, lags))
+        print(render(shards, lags, feeds))
     return 0
 
 
-def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerLag]]:
+def collect(
+    args: argparse.Namespace,
+) -> tuple[list[FeedStatus], list[ShardStatus], list[ConsumerLag]]:
     cursor_args = [_parse_cursor(text) for text in args.cursor]
     consumer_args = [_parse_consumer(text) for text in args.consumer]
     with connect(args) as db:
@@ -131,40 +171,66 @@ def collect(args: argparse.Namespace) -> tuple[list[ShardStatus], list[ConsumerL
                     "with `dbt run-operation changefeed.setup_feed`"
                 )
         clients = {feed: db.feed_client(feed) for feed in known}
+        statuses: list[FeedStatus] = []
         shards: list[ShardStatus] = []
         safe_points: dict[tuple[str, int], bytes] = {}
+        horizons: dict[tuple[str, int], bytes] = {}
         for feed in feeds:
             client = clients[feed]
             info = client.info(conn)
+            capture, lost = db.capture_state(client)
+            statuses.append(FeedStatus(feed, info.mode, capture, lost))
             for shard in db.shards(client):
                 point = client.safe_point(conn, shard)
                 safe_points[(feed, shard)] = point.safe_point
                 outbox = db.outbox_rows(client, shard) if info.mode == "outbox" else None
-                empty = point.head == ZERO_ULID
+                horizon = db.retention_horizon(client, shard)
+                if horizon is not None:
+                    horizons[(feed, shard)] = horizon
                 shards.append(
                     ShardStatus(
                         feed=feed,
                         mode=info.mode,
                         shard=shard,
-                        head=None if empty else ulid_text(point.head),
-                        head_time=None if empty else _iso(ulid_time(point.head)),
-                        safe_point=None
-                        if point.safe_point == ZERO_ULID
-                        else ulid_text(point.safe_point),
+                        head=_text(point.head),
+                        head_time=None if point.head == ZERO_ULID else _iso(ulid_time(point.head)),
+                        safe_point=_text(point.safe_point),
                         pending=point.pending,
                         outbox=outbox,
+                        oldest_pending_age_s=db.oldest_pending_age(client, shard),
+                        retention_horizon=_text(horizon),
+                        head_unix=_unix(point.head),
+                        safe_point_unix=_unix(point.safe_point),
+                        retention_horizon_unix=_unix(horizon),
                     )
                 )
         cursors: list[tuple[str, str, int, bytes]] = [
+            (name, feed, shard, value)
+            for feed in feeds
+            for name, shard, value in db.registered_cursors(clients[feed])
+        ]
+        cursors += [
             (f"--cursor {feed}:{shard}", feed, shard, value) for feed, shard, value in cursor_args
         ]
         if consumer_args:
             cursors += _spark_cursors(Path(args.warehouse), consumer_args, db, clients)
         lags = [
-            _lag(db, clients[feed], name, feed, shard, cursor, safe_points)
+            _lag(db, clients[feed], name, feed, shard, cursor, safe_points, horizons)
             for name, feed, shard, cursor in cursors
         ]
-    return shards, lags
+    return statuses, shards, lags
+
+
+def _text(value: bytes | None) -> str | None:
+    """A ULID as text; None for no ULID or 16 zero bytes (an empty shard)."""
+    return None if value is None or value == ZERO_ULID else ulid_text(value)
+
+
+def _unix(value: bytes | None) -> float | None:
+    """A ULID's time in Unix seconds; None for no ULID or 16 zero bytes."""
+    if value is None or value == ZERO_ULID:
+        return None
+    return int.from_bytes(value[:6], "big") / 1000
 
 
 def _spark_cursors(
@@ -239,7 +305,11 @@ def _lag(
     shard: int,
     cursor: bytes,
     safe_points: dict[tuple[str, int], bytes],
+    horizons: dict[tuple[str, int], bytes],
 ) -> ConsumerLag:
+    horizon = horizons.get((feed, shard))
+    if horizon is None and (feed, shard) not in safe_points:
+        horizon = db.retention_horizon(client, shard)
     safe = safe_points.get((feed, shard))
     if safe is None:
         safe = client.safe_point(db.conn, shard).safe_point
@@ -252,6 +322,7 @@ def _lag(
         cursor=None if cursor == ZERO_ULID else ulid_text(cursor),
         lag_events=count,
         oldest_unread_age_s=None if age is None else round(age, 1),
+        behind_retention=horizon is not None and cursor < horizon,
     )
 
 
@@ -284,8 +355,13 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def render(shards: Sequence[ShardStatus], lags: Sequence[ConsumerLag]) -> str:
-    """The two tables ``changefeed status`` prints."""
+def render(
+    shards: Sequence[ShardStatus],
+    lags: Sequence[ConsumerLag],
+    feeds: Sequence[FeedStatus] = (),
+) -> str:
+    """The two tables ``changefeed status`` prints, and a warning per feed whose capture
+    is lost and per consumer behind retention."""
     rows = [["FEED", "MODE", "SHARD", "HEAD", "HEAD TIME (UTC)", "SAFE POINT", "PENDING", "OUTBOX"]]
     for s in shards:
         safe = (
@@ -315,7 +391,31 @@ def render(shards: Sequence[ShardStatus], lags: Sequence[ConsumerLag]) -> str:
             )
         out.append("")
         out.append(_table(rows, right={2, 4}))
+    warnings = [capture_lost_warning(f) for f in feeds if f.capture_lost]
+    warnings += [behind_retention_warning(c) for c in lags if c.behind_retention]
+    if warnings:
+        out.append("")
+        out.extend(warnings)
     return "\n".join(out)
+
+
+def capture_lost_warning(feed: FeedStatus) -> str:
+    return (
+        f"CAPTURE LOST: {feed.feed} (capture: trigger): its source table has lost its capture "
+        "triggers or has them disabled (CF011), so its writes since then are not in the feed, "
+        "and readers at the head fail with CaptureLost. Run `dbt run-operation "
+        "changefeed.setup_feed` with the feed's config to re-create them, then re-emit the "
+        "changes made meanwhile"
+    )
+
+
+def behind_retention_warning(lag: ConsumerLag) -> str:
+    return (
+        f"BEHIND RETENTION: {lag.consumer} on {lag.feed} shard {lag.shard}: its cursor lies "
+        "below events that retention removed, so it cannot continue (CF013, "
+        "FellBehindRetention). Re-snapshot it: copy the source table and continue from the "
+        "feed's current safe point (docs/operations.md#retention)"
+    )
 
 
 def _table(rows: Sequence[Sequence[str]], right: set[int]) -> str:

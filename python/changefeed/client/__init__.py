@@ -27,9 +27,11 @@ from changefeed.client.errors import (
     CaptureLost,
     ChangefeedError,
     FeedNotFound,
+    FellBehindRetention,
     InvalidArgument,
     LockBurned,
     LockInTransaction,
+    NeedsUpgrade,
     NoWriteInProgress,
     SetupConflict,
     UlidRangeError,
@@ -39,7 +41,7 @@ from changefeed.client.errors import (
     WrongMode,
 )
 from changefeed.client.feed import Barrier, Event, Page, SafePoint
-from changefeed.client.postgres import PostgresFeed, Write, registered_feeds
+from changefeed.client.postgres import PostgresFeed, Retained, Write, registered_feeds
 from changefeed.client.sqlserver import SqlServerFeed, SqlServerWrite
 
 __all__ = [
@@ -52,13 +54,16 @@ __all__ = [
     "Event",
     "FeedInfo",
     "FeedNotFound",
+    "FellBehindRetention",
     "InvalidArgument",
     "KeyColumn",
     "LockBurned",
     "LockInTransaction",
+    "NeedsUpgrade",
     "NoWriteInProgress",
     "Page",
     "PostgresFeed",
+    "Retained",
     "SafePoint",
     "SetupConflict",
     "SqlServerFeed",

@@ -86,8 +86,23 @@ class WriteOutsideBlock(ChangefeedError):
     sqlstate = "CF012"
 
 
+class FellBehindRetention(ChangefeedError):
+    """CF013: the reader's cursor lies below events that retention removed (protocol 8.1).
+
+    Re-snapshot: copy the source table again and continue from the shard's current safe
+    point; the events between the cursor and the retention horizon are gone.
+    """
+
+    sqlstate = "CF013"
+
+
 class FeedNotFound(ChangefeedError):
     """The feed is not in the registry (or the registry does not exist)."""
+
+
+class NeedsUpgrade(ChangefeedError):
+    """The feed was set up by an older package that lacks the operation: run
+    ``upgrade_feed`` (it re-creates the routines and keeps the data)."""
 
 
 class WrongMode(ChangefeedError):
@@ -111,6 +126,7 @@ _BY_SQLSTATE: dict[str, type[ChangefeedError]] = {
         SetupConflict,
         CaptureLost,
         WriteOutsideBlock,
+        FellBehindRetention,
     )
     if cls.sqlstate is not None
 }

@@ -1,0 +1,146 @@
+"""``changefeed retention``: remove a feed's old events by a policy (PostgreSQL).
+
+    changefeed retention --connection 'postgresql://owner@db/shop' --feed shop.orders \\
+        --max-age 7d [--keep-last 100000] [--shard 0] [--override-consumers]
+
+An event is removed when it lies at or below its shard's safe point and no rule keeps
+it: ``--max-age`` keeps events younger than the age (by their ULID's time), ``--keep-last``
+keeps the newest N events of each shard (whole transactions), and every registered
+consumer's cursor keeps the events after it unless ``--override-consumers`` is given
+(docs/protocol.md section 8.1). A reader whose cursor lies below the removed events then
+fails with CF013 (fell behind retention) and must re-snapshot. Prints one line per shard.
+
+Runs as the feed's owner (the reader and writer roles may not remove events). Exit code
+0, or 1 with one line naming the cause and the fix. SQL Server feeds have no retention yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from datetime import timedelta
+from typing import Any
+
+from changefeed.cli import CliError
+from changefeed.cli.feeds import add_connection_arguments, connect, ulid_text, ulid_time
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "retention",
+        help="remove a feed's old events, never past a registered consumer",
+        description="Remove a feed's events older than --max-age and/or beyond the newest "
+        "--keep-last of each shard, never past a registered consumer's cursor unless "
+        "--override-consumers (PostgreSQL).",
+    )
+    add_connection_arguments(parser)
+    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    parser.add_argument(
+        "--max-age",
+        metavar="AGE",
+        help="remove events older than this: a number with s, m, h or d (e.g. 7d, 36h; "
+        "plain seconds without a unit)",
+    )
+    parser.add_argument(
+        "--keep-last",
+        type=int,
+        metavar="N",
+        help="keep the newest N events of each shard (their transactions whole)",
+    )
+    parser.add_argument("--shard", type=int, help="only this shard (default: every shard)")
+    parser.add_argument(
+        "--override-consumers",
+        action="store_true",
+        help="remove events that registered consumers have not read yet (they will fail "
+        "with 'fell behind retention' and must re-snapshot)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
+
+
+def parse_age(text: str) -> timedelta:
+    """``--max-age`` as a timedelta.
+
+    >>> parse_age("7d"), parse_age("90"), parse_age("1.5h")
+    (datetime.timedelta(days=7), datetime.timedelta(seconds=90), datetime.timedelta(seconds=5400))
+    """
+    found = _AGE.match(text)
+    if not found:
+        raise CliError(
+            f"--max-age {text!r} is not an age: write a number with s, m, h or d (e.g. 7d, "
+            "36h, 90m), or plain seconds"
+        )
+    return timedelta(seconds=float(found.group(1)) * _UNIT_SECONDS[found.group(2)])
+
+
+def run(args: argparse.Namespace) -> int:
+    from changefeed.client import ChangefeedError
+
+    if args.max_age is None and args.keep_last is None:
+        raise CliError(
+            "retention needs a policy: --max-age (remove events older than this), "
+            "--keep-last (keep the newest N events of each shard), or both"
+        )
+    if args.keep_last is not None and args.keep_last < 0:
+        raise CliError(f"--keep-last must be 0 or more, got {args.keep_last}")
+    max_age = None if args.max_age is None else parse_age(args.max_age)
+    with connect(args) as db:
+        if db.dialect == "sqlserver":
+            raise CliError(
+                "retention is implemented on PostgreSQL only; SQL Server feeds keep every "
+                "event (docs/protocol.md section 8.1)"
+            )
+        client = db.feed_client(args.feed)
+        try:
+            done = client.retain(
+                db.conn,
+                max_age=max_age,
+                keep_last=args.keep_last,
+                override_consumers=args.override_consumers,
+                shard=args.shard,
+            )
+        except ChangefeedError as exc:
+            raise CliError(str(exc)) from None
+        except Exception as exc:
+            if type(exc).__name__ == "InsufficientPrivilege":
+                raise CliError(
+                    f"this user may not remove events of {args.feed}: retention runs as the "
+                    "feed's owner (the role that ran setup_feed), not as its reader or writer "
+                    "role; connect as the owner"
+                ) from None
+            raise
+    if args.json:
+        print(json.dumps([_as_json(args.feed, r) for r in done], indent=2))
+    else:
+        for r in done:
+            print(_line(args.feed, r))
+        if not done:
+            print(f"{args.feed}: no shard{'' if args.shard is None else f' {args.shard}'} yet")
+    return 0
+
+
+def _as_json(feed: str, r: Any) -> dict[str, Any]:
+    return {
+        "feed": feed,
+        "shard": r.shard_id,
+        "removed": r.removed,
+        "horizon": None if r.horizon is None else ulid_text(r.horizon),
+        "held_for_consumers": r.held_for_consumers,
+        "slowest_consumer": r.slowest_consumer,
+    }
+
+
+def _line(feed: str, r: Any) -> str:
+    text = f"{feed} shard {r.shard_id}: removed {r.removed:,} event(s)"
+    if r.horizon is not None:
+        moment = ulid_time(r.horizon).strftime("%Y-%m-%d %H:%M:%S")
+        text += f"; horizon {ulid_text(r.horizon)} ({moment} UTC)"
+    if r.held_for_consumers:
+        text += (
+            f"; kept {r.held_for_consumers:,} more for consumer {r.slowest_consumer!r}, "
+            "which has not read them (--override-consumers removes them)"
+        )
+    return text
