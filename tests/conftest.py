@@ -19,27 +19,45 @@ from tests.support.real_parts import unavailable
 # group is a module, so that module-scoped fixtures are set up once; the fault suite,
 # which shares the session harness of its conftest, is one group; and the modules whose
 # tests read the Spark kill scenario (a session fixture of two minutes) are one group, so
-# that the scenario runs once. Workers take groups in collection order, so the longest
-# are collected first.
+# that the scenario runs once.
+#
+# Two lanes: on 2 cores two groups that both run Spark (a local session, the kill
+# scenario's drivers, the demo) slow each other down more than a second worker gains, so
+# only the first worker takes Spark groups, and it takes them before anything else; the
+# other workers take the remaining groups, and the first joins them when its Spark groups
+# are done. Within a lane, groups go out in collection order, longest first.
 #
 # The groups are computed from node ids by the scheduler below rather than with
 # `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,
-# which pytest 9 no longer reads, so marked tests would be spread test by test.
+# which pytest 9 no longer reads, so marked tests would be spread test by test. The
+# scheduler sees node ids only, so the Spark lane is a list of groups, checked against
+# the tests' markers and fixtures at collection (`pytest_collection_modifyitems`).
 KILL_SCENARIO_GROUP = "spark-kill-scenario"
 KILL_SCENARIO_MODULES = (
     "tests/test_health_models.py",
     "tests/test_spark_consumer.py",
     "tests/test_spark_publish.py",
 )
-LONGEST_FIRST = (
+#: Every group with a test that starts Spark, in this process or in a child, longest first.
+SPARK_LANE = (
     KILL_SCENARIO_GROUP,
     "tests/test_spark_lakehouse.py",
-    "tests/test_pg_outbox_capture.py",
-    "tests/test_pg_feed_setup.py",
     "tests/test_demo.py",
     "tests/test_landing.py",
-    "tests/pg_faults",
     "tests/test_docs_samples.py",
+    "tests/test_spark_stream.py",
+    "tests/test_spark_source.py",
+    "tests/test_spark_consumer_window.py",
+    "tests/test_spark_udfs.py",
+    "tests/test_ulid_sql_macros.py",
+)
+#: The longest of the other groups, first in their lane.
+LONGEST_FIRST = (
+    *SPARK_LANE,
+    "tests/test_pg_outbox_capture.py",
+    "tests/test_pg_feed_setup.py",
+    "tests/pg_faults",
+    "tests/test_sqlserver_render.py",
 )
 
 
@@ -53,17 +71,51 @@ def worker_group(nodeid: str) -> str:
     return path
 
 
+def starts_spark(item: pytest.Item) -> bool:
+    """Whether a test runs Spark (marked ``spark``, or uses a Spark fixture)."""
+    fixtures = getattr(item, "fixturenames", ())
+    return (
+        item.get_closest_marker("spark") is not None
+        or "spark" in fixtures
+        or "kill_scenario_run" in fixtures
+    )
+
+
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class WorkerGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return worker_group(nodeid)
 
-    return WorkerGroupScheduling(config, log)
+        def _next_scope(self, node: Any) -> str | None:
+            spark_node = node is self.nodes[0]
+            scopes = list(self.workqueue)
+            spark = [s for s in scopes if s in SPARK_LANE]
+            other = [s for s in scopes if s not in SPARK_LANE]
+            if spark_node:
+                return (spark or other or [None])[0]
+            return (other or [None])[0]
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # LoadScopeScheduling's, with the scope chosen by lane instead of the queue's
+            # first; a worker with no work left in its lane is shut down.
+            scope = self._next_scope(node)
+            if scope is None:
+                if not self._pending_of(self.assigned_work.get(node, {})):
+                    node.shutdown()
+                return
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some(
+                [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
+            )
+
+    return LaneScheduling(config, log)
 
 
 #: The Spark kill scenario (four Spark driver processes, each with dbt runs) takes about two
@@ -89,6 +141,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{strays[0]} reads the Spark kill scenario but its module is not in "
             "KILL_SCENARIO_MODULES of tests/conftest.py: add it there, or each worker "
             "runs the scenario again"
+        )
+    off_lane = [
+        item.nodeid
+        for item in items
+        if starts_spark(item) and worker_group(item.nodeid) not in SPARK_LANE
+    ]
+    if off_lane:
+        raise pytest.UsageError(
+            f"{off_lane[0]} starts Spark but its group {worker_group(off_lane[0])!r} is not "
+            "in SPARK_LANE of tests/conftest.py: add it there, or two workers run Spark at "
+            "once"
         )
 
     def rank(item: pytest.Item) -> int:
