@@ -150,14 +150,21 @@ create type {{ n.read_type.sql }} as table (
   instead of letting them convoy on the page latch. It exists from SQL Server 2019
   (ProductMajorVersion 15) and on Azure SQL Database and Managed Instance (EngineEdition
   5 and 8, which report 12 as their version); older servers keep the plain index and
-  never compile the option (it is in a string that only runs where it parses). Setup runs
-  it for a new feed, upgrade_feed for an existing one (idempotent).
+  never compile the option, nor the catalogue column that says whether it is set (both are
+  in a string that only runs where they exist). Setup runs it for a new feed, upgrade_feed
+  for an existing one; the index is altered only when the option is off, since the ALTER
+  locks the outbox against its writers.
 -#}
 {% macro _sqlserver_sequential_key_statements(c) %}
   {%- if 'outbox' not in c.n -%}
     {{ return([]) }}
   {%- endif -%}
+  {%- set ddl -%}
+if exists (
+    select 1 from sys.indexes
+    where object_id = object_id({{ c.n.outbox.lit }}) and is_primary_key = 1 and optimize_for_sequential_key = 0)
+    alter index {{ c.n.pk_outbox.sql }} on {{ c.n.outbox.sql }} set (optimize_for_sequential_key = on)
+  {%- endset -%}
   {{ return(['if convert(int, serverproperty(\'ProductMajorVersion\')) >= 15 or convert(int, serverproperty(\'EngineEdition\')) in (5, 8)\n    '
-      ~ changefeed._sqlserver_exec('alter index ' ~ c.n.pk_outbox.sql ~ ' on ' ~ c.n.outbox.sql
-          ~ ' set (optimize_for_sequential_key = on)')]) }}
+      ~ changefeed._sqlserver_exec(ddl)]) }}
 {% endmacro %}

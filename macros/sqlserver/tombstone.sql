@@ -92,7 +92,7 @@ set @burned = 0;
 {{ p }}begin try
 {{ p }}    begin transaction;
 {{ p }}    select @g_now = generation
-{{ p }}    from {{ c.n.state.sql }} with (updlock, rowlock, readcommittedlock)
+{{ p }}    from {{ c.n.state.sql }} with (updlock, rowlock)
 {{ p }}    where
 {{ p }}        shard_id = @shard_id
 {{ p }}        and generation = @g

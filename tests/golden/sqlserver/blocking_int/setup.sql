@@ -420,7 +420,7 @@ begin
                         begin try
                             begin transaction;
                             select @g_now = generation
-                            from [changefeed].[state:shop.orders] with (updlock, rowlock, readcommittedlock)
+                            from [changefeed].[state:shop.orders] with (updlock, rowlock)
                             where
                                 shard_id = @shard_id
                                 and generation = @g

@@ -263,7 +263,10 @@ exec sp_executesql N'alter table [changefeed].[feed:shop.order_lines] set (lock_
 exec sp_executesql N'alter table [changefeed].[outbox:shop.order_lines] set (lock_escalation = disable)';
 exec sp_executesql N'alter table [changefeed].[session:shop.order_lines] set (lock_escalation = disable)';
 if convert(int, serverproperty('ProductMajorVersion')) >= 15 or convert(int, serverproperty('EngineEdition')) in (5, 8)
-    exec sp_executesql N'alter index [pk:outbox:shop.order_lines] on [changefeed].[outbox:shop.order_lines] set (optimize_for_sequential_key = on)';
+    exec sp_executesql N'if exists (
+    select 1 from sys.indexes
+    where object_id = object_id(N''[changefeed].[outbox:shop.order_lines]'') and is_primary_key = 1 and optimize_for_sequential_key = 0)
+    alter index [pk:outbox:shop.order_lines] on [changefeed].[outbox:shop.order_lines] set (optimize_for_sequential_key = on)';
 exec sp_executesql N'create type [changefeed].[type:read:shop.order_lines] as table (
     ulid binary(16) not null primary key,
     [tenant_id] uniqueidentifier not null,

@@ -71,8 +71,7 @@ exec sp_executesql N'alter table [changefeed].[outbox:shop.order_lines] set (loc
 
 exec sp_executesql N'alter table [changefeed].[session:shop.order_lines] set (lock_escalation = disable)';
 
-if convert(int, serverproperty('ProductMajorVersion')) >= 15 or convert(int, serverproperty('EngineEdition')) in (5, 8)
-    exec sp_executesql N'alter index [pk:outbox:shop.order_lines] on [changefeed].[outbox:shop.order_lines] set (optimize_for_sequential_key = on)';
+-- @@as in setup.sql@@ if convert(int, serverproperty('ProductMajorVersion')) >= 15 or convert(int, serverproperty('EngineEdition')) in (5, 8)
 
 -- @@as in setup.sql@@ if object_id(N'[shop].[order_lines]', N'U') is null
 
