@@ -47,13 +47,14 @@ def connect_arguments(dsn: str, database: str | None = None) -> dict[str, Any]:
     >>> args["password"], args["database"], args["tds_version"], args["autocommit"]
     ('p@ss', 'live', '7.4', True)
     """
-    if urllib.parse.urlsplit(dsn).scheme not in ("mssql", "sqlserver"):
-        raise DsnError(f"{DSN_VARIABLE} must start with mssql://, got {dsn.partition(':')[0]}://")
+    parts = urllib.parse.urlsplit(dsn)
+    if parts.scheme not in ("mssql", "sqlserver"):
+        raise DsnError(f"{DSN_VARIABLE} must start with mssql://, got {parts.scheme}://")
     try:
         args = sqlserver.connect_arguments(dsn, application_name="changefeed-live-tests")
     except CannotConnect as exc:
         raise DsnError(f"{DSN_VARIABLE}: {exc}") from None
-    if not args["user"]:
+    if not args["user"] or not parts.hostname:
         raise DsnError(f"{DSN_VARIABLE} needs a user and a host: mssql://user:pass@host/db")
     args["database"] = database or args["database"] or "master"
     args.setdefault("timeout", 120)
