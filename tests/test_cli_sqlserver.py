@@ -125,3 +125,31 @@ def test_the_operations_sample(
     land = build_parser().parse_args(shlex.split(lines[3])[1:])
     assert source_options(land) == {"connection": "mssql://etl_reader@sql.example:1433/shop",
                                     "feed": "shop.items", "password": "s3cret"}  # fmt: skip
+
+
+def test_land_reads_a_sql_server_feed_through_the_spark_source(server: FakeServer) -> None:
+    """`changefeed land --connection mssql://...` hands its options to the Spark source,
+    which reads SQL Server with the client (pymssql, no JDBC jar). Spark itself is not
+    started here: the source's planning runs on the options land builds, against the
+    fake, and its statements are pinned (tests/test_source_sqlserver_queries.py pins the
+    reading of pages)."""
+    from changefeed.spark.source import _source, parse_options
+
+    args = build_parser().parse_args(["land", "--connection", URI, "--password", "s3cret",
+                                      "--feed", "shop.items", "--table", "landing.items",
+                                      "--shards", "0", "--page-size", "500",
+                                      "--no-move-outbox"])  # fmt: skip
+    server.on(r"^exec \[changefeed\]\.\[safe_point:shop\.items\]$",
+              (["shard_id", "safe_point", "head", "pending"], [(0, u(5), u(6), 1)]))  # fmt: skip
+    options = parse_options(source_options(args))
+    assert options.connection.dialect == "sqlserver"
+    info = _source.describe(options)
+    starts, ends = _source.plan_cursors(options, info)
+    assert (starts, ends) == ({0: bytes(16)}, {0: u(5)})
+    assert {c["password"] for c in server.connects} == {"s3cret"}
+    assert {c["appname"] for c in server.connects} == {"changefeed-spark"}
+    assert server.statements == [
+        "select mode, keys, names, source_schema, source_table from [changefeed].[feeds] "
+        "where feed_id = N'shop.items'",
+        "exec [changefeed].[safe_point:shop.items]",
+    ]

@@ -262,3 +262,27 @@ def test_an_unknown_feed_names_the_known_ones() -> None:
     server.on(r"select feed_id from", (["feed_id"], [("shop.items",)]))
     with pytest.raises(FeedNotFound, match=r"Known feeds: shop\.items"):
         SqlServerFeed("shop.orders").info(Conn(server))
+
+
+def test_keys_and_arguments_are_checked_as_postgres_checks_them() -> None:
+    """SqlServerWrite.insert_events, insert_outbox and move_outbox use client/_checks like
+    PostgresFeed: a key of the wrong width or with a None, a time_hint that is not a
+    datetime, max_rows below 1 fail before any round trip."""
+    client, server, conn = feed()
+    locked(server)
+    server.on(r"^if @@trancount", ([], []))
+    for bad, message in (([(1, 2)],  r"sequence of 1 value\(s\) \(order_id\)"),
+                         ([(None,)], r"must not be None"),
+                         (["7"], r"sequence of 1 value"),
+                         ("77", r"iterable of key tuples")):  # fmt: skip
+        with pytest.raises(InvalidArgument, match=message), client.write(conn, 0) as w:
+            w.insert_events(bad)
+    assert not [s for s in server.statements if s.startswith("insert")]
+    outbox, server, conn = feed("outbox")
+    with pytest.raises(InvalidArgument, match="must not be None"):
+        outbox.insert_outbox(conn, 0, [(None,)])
+    with pytest.raises(InvalidArgument, match="time_hint must be None or a datetime"):
+        outbox.insert_outbox(conn, 0, [(1,)], time_hint="2030-01-01")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="max_rows must be in"):
+        outbox.move_outbox(conn, 0, 0)
+    assert server.statements == []

@@ -174,9 +174,15 @@ def static_problems(case: str, out: dict[str, Any]) -> list[str]:
         problems += static.batch_option_problems(out[section], label)
         problems += static.schema_owner_problems(out[section], label)
         problems += static.catch_all_problems(out[section], label)
-    problems += static.lock_escalation_problems(
-        out["setup"], f"{case}/setup", _quoted_tables(case, out)
-    )
+        problems += static.session_applock_problems(out[section], label)
+        problems += static.schemabinding_problems(out[section], label)
+    tables = _quoted_tables(case, out)
+    problems += static.lock_escalation_problems(out["setup"], f"{case}/setup", tables)
+    if "outbox" in tables:
+        for section in ("setup", "upgrade"):
+            problems += static.sequence_default_problems(
+                out[section], f"{case}/{section}", tables["outbox"]
+            )
     return problems
 
 
@@ -187,6 +193,7 @@ def test_static_checks_find_no_defect_class(rendered: dict[str, dict[str, Any]],
 
 
 FEED = "[changefeed].[feed:shop.orders]"
+OUTBOX = "[changefeed].[outbox:shop.orders]"
 GOOD_START = (
     "-- title\nset nocount on;\nset xact_abort on;\n"
     "set ansi_nulls, ansi_padding, ansi_warnings, arithabort, concat_null_yields_null,"
@@ -245,6 +252,34 @@ GOOD_START = (
             "exec sp_executesql N'create schema [changefeed]';",
             "exec sp_executesql N'create schema [changefeed] authorization [dbo]';",
         ),
+        # review #17: a session-owned applock outside the writer's lock procedure
+        (
+            "applock",
+            "exec sp_executesql N'create or alter procedure [c].[barrier_check:t] as\n"
+            "exec @rc = sp_getapplock @Resource = @n, @LockMode = N''Shared'',"
+            " @LockOwner = N''Session'';';",
+            "exec sp_executesql N'create or alter procedure [c].[barrier_check:t] as\n"
+            "exec @rc = sp_getapplock @Resource = @n, @LockMode = N''Shared'',"
+            " @LockOwner = N''Transaction'';';",
+        ),
+        # review #28: a function SQL Server must assume reads data
+        (
+            "schemabinding",
+            "exec sp_executesql N'create or alter function [c].[ulid:t](@v bigint)\n"
+            "returns binary(16)\nas\nbegin return null; end';",
+            "exec sp_executesql N'create or alter function [c].[ulid:t](@v bigint)\n"
+            "returns binary(16)\nwith schemabinding\nas\nbegin return null; end';",
+        ),
+        # review #24: NEXT VALUE FOR (the outbox default) in a statement with UNION
+        (
+            "sequence",
+            f"insert into {OUTBOX} (shard_id, [k]) select 0, i.[k] from inserted as i"
+            " union select 0, d.[k] from deleted as d;",
+            "declare @changed table (shard_id int not null, [k] int not null);\n"
+            "insert into @changed (shard_id, [k]) select 0, i.[k] from inserted as i"
+            f" union select 0, d.[k] from deleted as d;\ninsert into {OUTBOX} (shard_id, [k])"
+            " select shard_id, [k] from @changed;",
+        ),
     ],
 )
 def test_static_checks_reject_a_broken_rendering(check: str, bad: str, good: str) -> None:
@@ -256,6 +291,9 @@ def test_static_checks_reject_a_broken_rendering(check: str, bad: str, good: str
         ),
         "owner": static.schema_owner_problems,
         "catch_all": static.catch_all_problems,
+        "applock": static.session_applock_problems,
+        "schemabinding": static.schemabinding_problems,
+        "sequence": lambda sql, label: static.sequence_default_problems(sql, label, OUTBOX),
     }[check]
     assert run(bad, "bad"), f"the {check} check let this through:\n{bad}"
     assert run(good, "good") == []
@@ -551,3 +589,135 @@ def _top_level_creates(sql: str) -> list[str]:
         if a.kind == b.kind == "word" and a.text.lower() == "create":
             found.append(f"{a.text} {b.text}")
     return found
+
+
+# -- review items that the generated SQL shows (the live suite runs them on a server) ------
+
+
+def _body(sql: str, start: str) -> str:
+    """The statement run through sp_executesql that starts with ``start``."""
+    (body,) = [b for b in executesql_bodies(sql) if b.startswith(start)]
+    return body
+
+
+def test_the_shard_expression_must_give_an_integer_type(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Review #8: the probe insert compiles for any type convertible to int; the setup asks
+    SQL Server for the expression's type and refuses all but int, smallint and tinyint."""
+    for section in ("setup", "upgrade"):
+        sql = rendered["outbox_trigger"][section]
+        describe = (
+            "sys.dm_exec_describe_first_result_set(N'select (abs(checksum([sku])) % 4) as shard_id"
+            " from [shop].[order_lines] as s', null, 0)"
+        )
+        assert describe in sql, section
+        assert "where system_type_name in (N'int', N'smallint', N'tinyint'))" in sql
+        check = sql.index(describe)
+        assert sql.index("throw 51058", check) < sql.index("create or alter trigger"), section
+    hostile = rendered["outbox_trigger_hostile"]["setup"]
+    assert "N'select (abs(checksum([[key]]], N''it''''s \"q\"'', \"end\")) % 3) as shard_id" in (
+        hostile
+    )
+
+
+def test_the_burn_compares_the_committed_state_row(rendered: dict[str, dict[str, Any]]) -> None:
+    """Review #18: the stall samples are dirty reads; the burn's compare-and-set waits for
+    the committed row under an update lock before it marks any session abandoned."""
+    lock = _body(rendered["blocking_int"]["setup"], "create or alter procedure [changefeed].[lock:")
+    burn = lock[lock.index("set @burned = 0;") :]
+    # an update lock reads the committed row, waiting for its writer, under RCSI too
+    committed = burn.index("with (updlock, rowlock)")
+    gate = burn.index("if @@rowcount = 1", committed)
+    assert committed < gate < burn.index("end_reason = N'stall'")
+    assert "and ulid_low = @low1;" in burn[committed:gate]
+    assert "readuncommitted" not in burn[: burn.index("end catch;")]
+
+
+def test_the_trigger_is_changed_only_when_its_text_differs(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Review #20: a trigger change takes a schema lock on the source table. Setup skips
+    it when the enabled trigger already has the text, and waits at most 10 s for the lock
+    (lock_timeout set inside the sp_executesql, so it ends there) before failing with 51061."""
+    for section in ("setup", "upgrade"):
+        sql = rendered["outbox_trigger"][section]
+        ddl = sql.index(
+            "exec sp_executesql N'set lock_timeout 10000;\n"
+            "exec sp_executesql N''create or alter trigger"
+        )
+        guard = sql.rindex("if not exists (", 0, ddl)
+        assert (
+            "object_definition(t.object_id)) = convert(varbinary(max), N'create or alter trigger"
+            in (sql[guard:ddl])
+        )
+        assert "t.is_disabled = 0" in sql[guard:ddl]
+        assert sql.index("if error_number() = 1222", ddl) < sql.index("throw 51061", ddl)
+    # capture: none drops a trigger left from capture: trigger, under the same timeout
+    assert (
+        "set lock_timeout 10000;\nexec sp_executesql N''drop trigger"
+        in (rendered["outbox_int"]["setup"])
+    )
+    # the batch itself keeps the client's lock_timeout
+    assert (
+        "set lock_timeout" not in rendered["outbox_trigger"]["setup"].split("begin transaction;")[0]
+    )
+
+
+def test_the_trigger_stages_the_union_before_the_outbox_insert(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Review #24: the outbox's order_sequence defaults to NEXT VALUE FOR, which is
+    documented as refused in a statement with UNION; the trigger's union goes into a
+    table variable first (static.sequence_default_problems checks the class)."""
+    trigger = _body(rendered["outbox_trigger"]["setup"], "create or alter trigger")
+    assert (
+        "declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null,"
+        " [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);"
+        in trigger
+    )
+    keys = "[tenant_id], [sku], [version]"
+    staged = trigger.index(f"insert into @changed (shard_id, {keys})")
+    assert (
+        staged
+        < trigger.index("union")
+        < trigger.index(
+            f"insert into [changefeed].[outbox:shop.order_lines] (shard_id, {keys})\n"
+            f"    select shard_id, {keys} from @changed;"
+        )
+    )
+
+
+def test_shards_finds_the_outbox_shards_by_seeks(rendered: dict[str, dict[str, Any]]) -> None:
+    """Review #27: no scan of the whole outbox; one top (1) seek per shard on its key."""
+    shards = _body(
+        rendered["outbox_trigger"]["setup"], "create or alter procedure [changefeed].[shards:"
+    )
+    outbox = "[changefeed].[outbox:shop.order_lines]"
+    reads = [m.start() for m in re.finditer(re.escape("from " + outbox), shards)]
+    assert len(reads) == 2
+    for at in reads:
+        assert shards.rindex("select top (1) ", 0, at) > shards.rindex(";", 0, at)
+    assert "where shard_id > @shard" in shards
+    assert "order by shard_id;" in shards
+
+
+def test_the_outbox_key_is_optimized_for_sequential_inserts_where_the_server_has_it(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Review #29: optimize_for_sequential_key exists from SQL Server 2019 (and on Azure
+    SQL); it is set by a statement that only runs there, so setup still works on 2017."""
+    guard = (
+        "if convert(int, serverproperty('ProductMajorVersion')) >= 15"
+        " or convert(int, serverproperty('EngineEdition')) in (5, 8)\n"
+        "    exec sp_executesql N'if exists (\n    select 1 from sys.indexes\n"
+        "    where object_id = object_id(N''[changefeed].[outbox:shop.order_lines]'')"
+        " and is_primary_key = 1 and optimize_for_sequential_key = 0)\n"
+        "    alter index [pk:outbox:shop.order_lines] on"
+        " [changefeed].[outbox:shop.order_lines] set (optimize_for_sequential_key = on)';"
+    )
+    for section in ("setup", "upgrade"):
+        assert guard in rendered["outbox_trigger"][section], section
+    create = _body(rendered["outbox_trigger"]["setup"], "create table [changefeed].[outbox:")
+    assert "optimize_for_sequential_key" not in create
+    assert "optimize_for_sequential_key" not in rendered["blocking_int"]["setup"]

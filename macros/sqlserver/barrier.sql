@@ -71,26 +71,27 @@ begin
 {%- if c.mode == 'outbox' %}
     if @released = 1 and @outbox_sequence is not null
     begin
+        -- Transaction-owned, in a transaction of its own: an interrupted call (a client
+        -- timeout) is rolled back by xact_abort and so gives the lock back, where a
+        -- session-owned lock would stay with the (pooled) connection and hold every mover
+        -- of the shard off. Released explicitly too, for a caller inside a transaction.
         set @name = concat({{ c.lock_prefix_lit }}, @shard_id, N'/mover');
+        begin transaction;
         exec @rc = sp_getapplock
-            @Resource = @name, @LockMode = N'Shared', @LockOwner = N'Session',
+            @Resource = @name, @LockMode = N'Shared', @LockOwner = N'Transaction',
             @LockTimeout = 30000, @DbPrincipal = N'public';
         if @rc < 0
         begin
+            commit;
             set @msg = concat(N'changefeed: barrier_check could not take the mover lock of ', {{ c.feed_lit }}, N' shard ', @shard_id, N' (sp_getapplock returned ', @rc, N')');
             throw 51046, @msg, 1;
         end;
-        begin try
-            if exists (
-                select 1 from {{ n.outbox.sql }} with (readcommittedlock, readpast)
-                where shard_id = @shard_id and order_sequence <= @outbox_sequence)
-                set @released = 0;
-        end try
-        begin catch
-            exec sp_releaseapplock @Resource = @name, @LockOwner = N'Session', @DbPrincipal = N'public';
-            throw;
-        end catch;
-        exec sp_releaseapplock @Resource = @name, @LockOwner = N'Session', @DbPrincipal = N'public';
+        if exists (
+            select 1 from {{ n.outbox.sql }} with (readcommittedlock, readpast)
+            where shard_id = @shard_id and order_sequence <= @outbox_sequence)
+            set @released = 0;
+        exec sp_releaseapplock @Resource = @name, @LockOwner = N'Transaction', @DbPrincipal = N'public';
+        commit;
     end;
 {%- endif %}
     select @released as released;

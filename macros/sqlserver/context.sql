@@ -180,6 +180,7 @@
       'align_mask': '0x%016X' % (2 ** 64 - block),
       'stall_timeout_ms': stall,
       'lock_probe_ms': probe,
+      'source_lock_timeout_ms': 10000,
       'lock_prefix_lit': changefeed._sqlserver_literal(lock_prefix),
       'setup_lock_lit': changefeed._sqlserver_literal(spec['schema'] ~ '/setup'),
       'key_u': changefeed._sqlserver_literal(context_key ~ 'u'),

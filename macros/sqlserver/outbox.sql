@@ -117,21 +117,28 @@ begin try
   own statement, so writers change nothing and pay no extra round trip. The outbox
   defaults give every row the writer's transaction id (one block per transaction, O2).
   An UPDATE records the keys of `deleted` and `inserted`: both when the key or the shard
-  changed, once (`union`) when neither did. The writer needs rights on the source table
-  only: the trigger reaches the outbox by ownership chaining (same owner, as for the
-  procedures). TRUNCATE TABLE fires no DML trigger, so it is not captured.
+  changed, once (`union`) when neither did. The union is staged in a table variable:
+  NEXT VALUE FOR (the outbox's order_sequence default) is documented as refused in a
+  statement with UNION (error 11721), and the insert into the outbox then has none.
+  The writer needs rights on the source table only: the trigger reaches the outbox by
+  ownership chaining (same owner, as for the procedures). TRUNCATE TABLE fires no DML
+  trigger, so it is not captured.
 
-  _sqlserver_capture_check: the statements that refuse a source that is not a table and
-  run the trigger's insert over the source with `where 1 = 0`, so that a shard expression
-  that names a missing column or does not give an integer fails the setup, naming it.
+  _sqlserver_capture_check: the statements that refuse a source that is not a table, run
+  the trigger's select over the source with `where 1 = 0`, so that a shard expression that
+  names a missing column fails the setup, naming it, and ask SQL Server for the type of
+  the expression (sys.dm_exec_describe_first_result_set): anything but int, smallint or
+  tinyint fails too, where the probe would let nvarchar, bigint, decimal or float through
+  by implicit conversion to fail (or truncate) at every write.
   _sqlserver_capture_statements: create or alter the trigger (capture: trigger), or drop
-  it if it exists (capture: none, outbox mode), through sp_executesql.
+  it if it exists (capture: none, outbox mode); see _sqlserver_source_ddl.
 -#}
 {% macro _sqlserver_capture_check(c) %}
   {%- if c.capture != 'trigger' -%}
     {{ return([]) }}
   {%- endif -%}
   {%- set lit = changefeed._sqlserver_literal -%}
+  {%- set describe = 'select (' ~ c.shard ~ ') as shard_id from ' ~ c.source_sql ~ ' as s' -%}
   {%- set check -%}
 if object_id({{ c.source_lit }}, N'U') is null
     throw 51057, {{ lit('changefeed: capture: trigger needs a table, and ' ~ c.source_sql ~ ' is not one (or it does not exist)') }}, 1;
@@ -144,6 +151,20 @@ begin catch
         error_message(), N' (it must give an int from the columns of one source row, never null)');
     throw 51058, @msg, 1;
 end catch;
+if not exists (
+    select 1
+    from sys.dm_exec_describe_first_result_set({{ lit(describe) }}, null, 0)
+    where system_type_name in (N'int', N'smallint', N'tinyint'))
+begin
+    set @msg = concat(
+        {{ lit('changefeed: the shard expression ' ~ c.shard ~ ' of the feed ' ~ c.feed_id ~ ' gives ') }},
+        isnull((
+            select top (1) isnull(system_type_name, error_message)
+            from sys.dm_exec_describe_first_result_set({{ lit(describe) }}, null, 0)), N'no column'),
+        N' on ', {{ lit(c.source_sql) }},
+        N'; it must give an int (int, smallint or tinyint): convert it, e.g. convert(int, ...), or use checksum(...) & 2147483647');
+    throw 51058, @msg, 1;
+end;
   {%- endset -%}
   {{ return([check]) }}
 {% endmacro %}
@@ -158,15 +179,56 @@ after insert, update, delete
 as
 begin
     set nocount on;
-    {{ changefeed._sqlserver_capture_insert(c, [('inserted', 'i'), ('deleted', 'd')]) }};
+    declare @changed table (shard_id int not null, {{ c.key_decls | join(', ') }});
+    {{ changefeed._sqlserver_capture_insert(c, [('inserted', 'i'), ('deleted', 'd')], target='@changed') }};
+    insert into {{ c.n.outbox.sql }} (shard_id, {{ c.key_names | join(', ') }})
+    select shard_id, {{ c.key_names | join(', ') }} from @changed;
 end
     {%- endset -%}
-    {{ return([changefeed._sqlserver_exec(ddl)]) }}
+    {%- set ddl = ddl | trim -%}
+    {#- The same text, enabled: nothing to do, and no schema lock on the source table. -#}
+    {%- set unchanged -%}
+exists (
+    select 1 from sys.triggers as t
+    where t.object_id = object_id({{ trigger.lit }}, N'TR') and t.is_disabled = 0
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), {{ changefeed._sqlserver_literal(ddl) }}))
+    {%- endset -%}
+    {#- An ALTER of a disabled trigger would leave it disabled: capture needs it firing. -#}
+    {{ return([changefeed._sqlserver_source_ddl(c, unchanged, ddl,
+        'enable trigger ' ~ trigger.sql ~ ' on ' ~ c.source_sql ~ ';')]) }}
   {%- elif c.mode == 'outbox' -%}
-    {{ return(['if object_id(' ~ trigger.lit ~ ', N\'TR\') is not null\n    '
-               ~ changefeed._sqlserver_exec('drop trigger ' ~ trigger.sql)]) }}
+    {{ return([changefeed._sqlserver_source_ddl(c, 'object_id(' ~ trigger.lit ~ ', N\'TR\') is null', 'drop trigger ' ~ trigger.sql)]) }}
   {%- endif -%}
   {{ return([]) }}
+{% endmacro %}
+
+
+{#-
+  Creating, altering or dropping a trigger takes a schema-modification lock on the source
+  table until setup commits. Waiting for it queues every later reader and writer of that
+  table (even NOLOCK ones) behind the setup, so the DDL (and `after`, under the same lock
+  timeout) runs only when needed (`skip_if` is false) and waits at most
+  c.source_lock_timeout_ms (10 s; SET LOCK_TIMEOUT, which ends with the sp_executesql that
+  sets it), then fails with 51061 and changes nothing.
+-#}
+{% macro _sqlserver_source_ddl(c, skip_if, ddl, after='') %}
+  {%- set lit = changefeed._sqlserver_literal -%}
+  {%- set sql -%}
+if not {{ skip_if }}
+begin
+    begin try
+        {{ changefeed._sqlserver_exec('set lock_timeout ' ~ c.source_lock_timeout_ms ~ ';\n' ~ changefeed._sqlserver_exec(ddl)
+            ~ ('\n' ~ after if after else '')) }}
+    end try
+    begin catch
+        if error_number() = 1222
+            throw 51061, {{ lit('changefeed: could not change the capture trigger of ' ~ c.source_sql ~ ' within '
+                ~ c.source_lock_timeout_ms ~ ' ms: transactions on the table held it (a trigger change needs a schema lock on the table); nothing was changed, retry when the table is quieter') }}, 1;
+        throw;
+    end catch;
+end;
+  {%- endset -%}
+  {{ return(sql) }}
 {% endmacro %}
 
 
@@ -178,8 +240,9 @@ end
 
 
 {#- `insert into <outbox> (shard_id, <keys>) select (<shard>), a.<keys> from <relation> as a
-    [union select ...]`: the trigger's statement, and setup's check of the expression. -#}
-{% macro _sqlserver_capture_insert(c, sources, where='') %}
+    [union select ...]`: the trigger's statement (into its table variable, `target`), the
+    seed of a model's feed, and setup's check of the expression. -#}
+{% macro _sqlserver_capture_insert(c, sources, where='', target=none) %}
   {%- set selects = [] -%}
   {%- for relation, alias in sources -%}
     {%- set keys = [] -%}
@@ -188,6 +251,6 @@ end
     {%- endfor -%}
     {%- do selects.append('select (' ~ c.shard ~ '), ' ~ keys | join(', ') ~ ' from ' ~ relation ~ ' as ' ~ alias ~ where) -%}
   {%- endfor -%}
-  {{ return('insert into ' ~ c.n.outbox.sql ~ ' (shard_id, ' ~ c.key_names | join(', ') ~ ')\n    '
+  {{ return('insert into ' ~ (target or c.n.outbox.sql) ~ ' (shard_id, ' ~ c.key_names | join(', ') ~ ')\n    '
             ~ selects | join('\n    union\n    ')) }}
 {% endmacro %}

@@ -257,7 +257,9 @@ select
   [shards:<feed>] (protocol section 9): the feed's shards, in order: those with a state row
   and, in outbox mode, those with unmoved outbox rows. The reader role may execute it but
   may not read the state or the outbox, and a reader that is not told its shards (the Spark
-  source without its `shards` option) must find them all.
+  source without its `shards` option) must find them all. The outbox's shards are found by
+  a skip scan, one seek per shard on its primary key (shard_id, order_sequence): SQL Server
+  has none of its own, and `select shard_id from outbox` reads every unmoved row.
 -#}
 {% macro _sqlserver_routine_shards(c) -%}
 {%- set n = c.n -%}
@@ -267,17 +269,34 @@ begin
     -- changefeed protocol {{ c.version }} (docs/protocol.md section 9)
     set nocount on;
     set transaction isolation level read committed;
-    select st.shard_id
-    from {{ n.state.sql }} as st
 {%- if c.mode == 'outbox' %}
-    union
+    declare @shards table (shard_id int not null primary key);
+    declare @shard int, @next int;
+    insert into @shards (shard_id)
+    select shard_id from {{ n.state.sql }};
     -- readpast: an outbox row still locked belongs to a transaction that has not committed
     -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
     -- take a whole application transaction (readcommittedlock: readpast needs locking reads
     -- under RCSI).
-    select o.shard_id
-    from {{ n.outbox.sql }} as o with (readcommittedlock, readpast)
-{%- endif %}
+    select top (1) @shard = shard_id
+    from {{ n.outbox.sql }} with (readcommittedlock, readpast)
     order by shard_id;
+    while @shard is not null
+    begin
+        if not exists (select 1 from @shards where shard_id = @shard)
+            insert into @shards (shard_id) values (@shard);
+        set @next = null;
+        select top (1) @next = shard_id
+        from {{ n.outbox.sql }} with (readcommittedlock, readpast)
+        where shard_id > @shard
+        order by shard_id;
+        set @shard = @next;
+    end;
+    select shard_id from @shards order by shard_id;
+{%- else %}
+    select st.shard_id
+    from {{ n.state.sql }} as st
+    order by shard_id;
+{%- endif %}
 end
 {%- endmacro %}

@@ -107,6 +107,7 @@ create index {{ n.ix_outbox_txid.sql }} on {{ n.outbox.sql }} (shard_id, txid)
     {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
   {%- endif -%}
   {%- do statements.extend(changefeed._sqlserver_lock_escalation_statements(c)) -%}
+  {%- do statements.extend(changefeed._sqlserver_sequential_key_statements(c)) -%}
 
   {#- The page type of read_feed; also usable by callers: declare @page <type>. -#}
   {%- set ddl -%}
@@ -140,4 +141,30 @@ create type {{ n.read_type.sql }} as table (
         'alter table ' ~ c.n[kind].sql ~ ' set (lock_escalation = disable)')) -%}
   {%- endfor -%}
   {{ return(statements) }}
+{% endmacro %}
+
+
+{#-
+  The outbox's primary key (shard_id, order_sequence) grows at its end, so many writers of
+  one shard insert into its last page: optimize_for_sequential_key throttles them there
+  instead of letting them convoy on the page latch. It exists from SQL Server 2019
+  (ProductMajorVersion 15) and on Azure SQL Database and Managed Instance (EngineEdition
+  5 and 8, which report 12 as their version); older servers keep the plain index and
+  never compile the option, nor the catalogue column that says whether it is set (both are
+  in a string that only runs where they exist). Setup runs it for a new feed, upgrade_feed
+  for an existing one; the index is altered only when the option is off, since the ALTER
+  locks the outbox against its writers.
+-#}
+{% macro _sqlserver_sequential_key_statements(c) %}
+  {%- if 'outbox' not in c.n -%}
+    {{ return([]) }}
+  {%- endif -%}
+  {%- set ddl -%}
+if exists (
+    select 1 from sys.indexes
+    where object_id = object_id({{ c.n.outbox.lit }}) and is_primary_key = 1 and optimize_for_sequential_key = 0)
+    alter index {{ c.n.pk_outbox.sql }} on {{ c.n.outbox.sql }} set (optimize_for_sequential_key = on)
+  {%- endset -%}
+  {{ return(['if convert(int, serverproperty(\'ProductMajorVersion\')) >= 15 or convert(int, serverproperty(\'EngineEdition\')) in (5, 8)\n    '
+      ~ changefeed._sqlserver_exec(ddl)]) }}
 {% endmacro %}

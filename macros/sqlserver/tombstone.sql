@@ -4,7 +4,8 @@
   update_state both need state = 0 on the same row; exactly one wins). The winner then
   burns the shard's lock generation and records the incident, so that waiting writers
   stop waiting for the stale holder. Returns whether this call won (@won and a row).
-  Sessions before the state row: the same lock order as lock calls and burns.
+  Sessions before the state row, as lock calls (burns, which take the state row first,
+  never wait for a session row).
 -#}
 {% macro _sqlserver_routine_tombstone(c) -%}
 {%- set n = c.n -%}
@@ -66,9 +67,15 @@ end
 {#-
   T-SQL fragment, in its own short transaction: burn generation @g of shard @shard_id
   (protocol 4.2 and section 6). Marks the generation's pending sessions abandoned, moves
-  the state to generation @g + 1 and records the incident, all or nothing. The state
-  update is a compare-and-set on (@g, @time1, @high1, @low1), the values sampled when the
-  holder was judged stalled, so a lock call that happened since then cancels the burn.
+  the state to generation @g + 1 and records the incident, all or nothing. It is a
+  compare-and-set on (@g, @time1, @high1, @low1), the values sampled when the holder was
+  judged stalled, so a lock call that happened since then cancels the burn. The samples
+  were dirty reads; the compare is made on the committed row, read under an update lock
+  first: a lock call whose short transaction was still open during both samples is waited
+  for, so its session row is committed (and marked abandoned here) rather than locked and
+  skipped, which would leave that holder live beside the next generation's. The state row
+  is taken before the session rows, unlike lock calls and tombstones, but the sessions are
+  read with readpast, so the burn never waits while holding it.
 
   Nothing is retired: the holder allocated its block in its lock call, so the state row is
   already past it and writers of the new generation allocate above it. A session whose
@@ -84,15 +91,8 @@ end
 set @burned = 0;
 {{ p }}begin try
 {{ p }}    begin transaction;
-{{ p }}    delete from @holders;
-{{ p }}    update w
-{{ p }}    set state = 2, ended_at = sysutcdatetime(), end_reason = {{ changefeed._sqlserver_literal(reason) }}
-{{ p }}    output deleted.session_id, deleted.write_id, deleted.first_ulid
-{{ p }}        into @holders (session_id, write_id, first_ulid)
-{{ p }}    from {{ c.n.session.sql }} as w with (readcommittedlock, readpast)
-{{ p }}    where w.shard_id = @shard_id and w.state = 0 and w.generation = @g;
-{{ p }}    update {{ c.n.state.sql }}
-{{ p }}    set generation = generation + 1
+{{ p }}    select @g_now = generation
+{{ p }}    from {{ c.n.state.sql }} with (updlock, rowlock)
 {{ p }}    where
 {{ p }}        shard_id = @shard_id
 {{ p }}        and generation = @g
@@ -101,6 +101,16 @@ set @burned = 0;
 {{ p }}        and ulid_low = @low1;
 {{ p }}    if @@rowcount = 1
 {{ p }}    begin
+{{ p }}        delete from @holders;
+{{ p }}        update w
+{{ p }}        set state = 2, ended_at = sysutcdatetime(), end_reason = {{ changefeed._sqlserver_literal(reason) }}
+{{ p }}        output deleted.session_id, deleted.write_id, deleted.first_ulid
+{{ p }}            into @holders (session_id, write_id, first_ulid)
+{{ p }}        from {{ c.n.session.sql }} as w with (readcommittedlock, readpast)
+{{ p }}        where w.shard_id = @shard_id and w.state = 0 and w.generation = @g;
+{{ p }}        update {{ c.n.state.sql }}
+{{ p }}        set generation = generation + 1
+{{ p }}        where shard_id = @shard_id and generation = @g;
 {{ p }}        -- No pending session to name (the holder registered none): the incident names none.
 {{ p }}        select @holder_session_id = null, @holder_write_id = null;
 {{ p }}        select top (1) @holder_session_id = session_id, @holder_write_id = write_id

@@ -28,11 +28,14 @@ if @st_time is null or @t > @st_time
   [ulid:<feed>](@v) (blocking mode; protocol section 3): the ULID of sequence value @v in
   this connection's write, ulid_high || int8(block_start + i) with i = @v - seq_start - 1.
   A function cannot raise, so errors are conversion errors that carry the message.
+  Schema-bound (it reads no table): otherwise SQL Server assumes it reads data, and
+  `insert into <feed> select ulid(...)` gets a serial plan and a Halloween spool.
 -#}
 {% macro _sqlserver_routine_ulid(c) -%}
 {%- set n = c.n -%}
 create or alter function {{ n.ulid.sql }}(@v bigint)
 returns binary(16)
+with schemabinding
 as
 begin
     -- changefeed protocol {{ c.version }}, blocking mode (docs/protocol.md section 3)

@@ -67,8 +67,8 @@ end;
   {%- if crossing -%}
     {%- do out.append(crossing) -%}
   {%- endif -%}
-  {#- Feeds set up before lock escalation was disabled get it now. -#}
-  {%- for statement in changefeed._sqlserver_lock_escalation_statements(c) -%}
+  {#- Feeds set up before lock escalation was disabled (or the sequential-key option set) get it now. -#}
+  {%- for statement in changefeed._sqlserver_lock_escalation_statements(c) + changefeed._sqlserver_sequential_key_statements(c) -%}
     {%- do out.append(statement) -%}
   {%- endfor -%}
   {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_routine_statements(c)

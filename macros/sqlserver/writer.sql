@@ -147,8 +147,8 @@ begin
             -- the lock back just before its commit and its session row stays locked until
             -- the commit ends. readpast leaves that one alone, so a lock call never waits
             -- for another write's commit (readcommittedlock: readpast needs locking reads
-            -- where READ_COMMITTED_SNAPSHOT is on). Sessions before the state row: the
-            -- same lock order as burns and tombstones.
+            -- where READ_COMMITTED_SNAPSHOT is on). Sessions before the state row, as
+            -- tombstones (burns lock the state row first but never wait for a session).
             update w
             set state = 2, ended_at = sysutcdatetime(), end_reason = N'reaped'
             from {{ n.session.sql }} as w with (readcommittedlock, readpast)

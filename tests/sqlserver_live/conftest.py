@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tests.support import sqlserver_live as livekit
 from tests.support import sqlserver_matrix as matrix
-from tests.support.sqlserver_live import DSN_VARIABLE, Dsn, LiveFeed, Server, q, run
+from tests.support.sqlserver_live import DSN_VARIABLE, LiveFeed, Server, q, run
 
 SKIP_REASON = (
     f"{DSN_VARIABLE} is not set, so the live SQL Server suite is skipped "
@@ -50,9 +50,9 @@ def rendered_matrix(tmp_path_factory: pytest.TempPathFactory, pg_uri: str) -> No
 @pytest.fixture(scope="session")
 def mssql() -> Iterator[Server]:
     """A fresh database on the DSN's server, dropped after the session."""
-    dsn = Dsn.parse(os.environ[DSN_VARIABLE])
+    dsn = os.environ[DSN_VARIABLE]
     name = "changefeed_live_" + uuid.uuid4().hex[:12]
-    admin = Server(dsn, dsn.database)
+    admin = Server(dsn)
     with admin.connection() as conn:
         run(conn, f"create database {q(name)};")
         # The worst case for the lock protocol, as in mssql-changefeed's own tests.

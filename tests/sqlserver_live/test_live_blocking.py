@@ -30,6 +30,8 @@ from tests.support.sqlserver_live import (
     scalar,
 )
 
+from changefeed.client import Event
+
 
 def _ulid(high: bytes, low_: int) -> bytes:
     return high + low_.to_bytes(8, "big", signed=True)
@@ -43,28 +45,28 @@ def test_happy_day(fresh: Any, conn: Any) -> None:
     w3 = feed.write(conn, 0, [[4]], hint)
     w4 = feed.write(conn, 0, [[5]])  # the time now
     rows = feed.read_all(conn, 0)
-    assert [r[1] for r in rows] == [1, 2, 3, 4, 5]
-    u = {r[1]: r[0] for r in rows}
+    assert [r.key[0] for r in rows] == [1, 2, 3, 4, 5]
+    u = {r.key[0]: r.ulid for r in rows}
 
     # one time hint: the same ulid_high, and each write exactly one block further
     assert u[1][:8] == u[2][:8] == u[3][:8] == u[4][:8] == w1.ulid_high
     assert low(u[2]) == low(u[1]) + 1
     assert low(u[3]) == low(u[1]) + BLOCK
     assert low(u[4]) == low(u[1]) + 2 * BLOCK
-    assert (w1.ulid_low, w2.ulid_low, w3.ulid_low) == (low(u[1]), low(u[3]), low(u[4]))
+    assert (w1.block_start, w2.block_start, w3.block_start) == (low(u[1]), low(u[3]), low(u[4]))
     assert ms(u[1]) == epoch_ms(hint)
     # a fresh block: aligned to 2^36, bit 62 clear
-    assert w1.ulid_low % BLOCK == 0 and not w1.ulid_low & (1 << 62)
+    assert w1.block_start % BLOCK == 0 and not w1.block_start & (1 << 62)
     # a later time: a new ulid_high, above
     assert ms(u[5]) > ms(u[1]) and u[5] > u[4] and u[5][:8] == w4.ulid_high
 
     # the state and the safe point: the end of the last block
     state = feed.state(conn, 0)
-    assert state is not None and state["ulid_low"] == w4.ulid_low + BLOCK
-    head = _ulid(w4.ulid_high, w4.ulid_low + BLOCK - 1)
+    assert state is not None and state["ulid_low"] == w4.block_start + BLOCK
+    head = _ulid(w4.ulid_high, w4.block_start + BLOCK - 1)
     assert bytes(state["head"]) == head
-    sp = feed.safe_point(conn, 0)
-    assert (sp["safe_point"], sp["head"], sp["pending"]) == (head, head, 0)
+    sp = feed.client.safe_point(conn, 0)
+    assert (sp.safe_point, sp.head, sp.pending) == (head, head, 0)
 
 
 def test_several_statements_in_one_write_never_overlap(fresh: Any, conn: Any) -> None:
@@ -74,9 +76,9 @@ def test_several_statements_in_one_write_never_overlap(fresh: Any, conn: Any) ->
     run(conn, feed.insert_events_sql(0, [[11], [12]]))
     run(conn, feed.publish_sql())
     rows = feed.read_all(conn, 0)
-    assert [r[1] for r in rows] == [10, 11, 12]
-    assert [low(r[0]) for r in rows] == [w.ulid_low, w.ulid_low + 1, w.ulid_low + 2]
-    assert {block_of(r[0]) for r in rows} == {(w.ulid_high, w.ulid_low >> 36)}
+    assert [r.key[0] for r in rows] == [10, 11, 12]
+    assert [low(r.ulid) for r in rows] == [w.block_start, w.block_start + 1, w.block_start + 2]
+    assert {block_of(r.ulid) for r in rows} == {(w.ulid_high, w.block_start >> 36)}
 
 
 def test_misuse_fails_clearly(fresh: Any, conn: Any) -> None:
@@ -92,9 +94,9 @@ def test_misuse_fails_clearly(fresh: Any, conn: Any) -> None:
     feed.lock(conn, 0)
     expect_error(conn, update_state, number=51011, text="inside the writer's transaction")
     expect_error(conn, lock_call, number=51006, text="is already open on this connection")
-    feed.abort(conn)
+    feed.client.release(conn)
     feed.lock(conn, 0)  # after release, the next write may start
-    feed.abort(conn)
+    feed.client.release(conn)
     expect_error(conn, f"select {feed.obj('ulid')}(1);", text="no write in progress")
     expect_error(
         conn,
@@ -117,9 +119,11 @@ def test_range_guard(fresh: Any, conn: Any) -> None:
         )
     )
     ulid = feed.obj("ulid")
-    assert bytes(scalar(conn, f"select {ulid}({seq_start + 1});")) == _ulid(w.ulid_high, w.ulid_low)
+    assert bytes(scalar(conn, f"select {ulid}({seq_start + 1});")) == _ulid(
+        w.ulid_high, w.block_start
+    )
     last = bytes(scalar(conn, f"select {ulid}({seq_start + BLOCK});"))
-    assert last == _ulid(w.ulid_high, w.ulid_low + BLOCK - 1)
+    assert last == _ulid(w.ulid_high, w.block_start + BLOCK - 1)
     for v, i in [
         (seq_start + BLOCK + 1, BLOCK),
         (seq_start, -1),
@@ -130,7 +134,7 @@ def test_range_guard(fresh: Any, conn: Any) -> None:
             f"select {ulid}({v});",
             text=f"changefeed: ulid offset {i} is outside this transaction's block [0, 2^36)",
         )
-    feed.abort(conn)
+    feed.client.release(conn)
 
 
 def test_fresh_blocks_have_random_bytes_after_the_time(fresh: Any, conn: Any) -> None:
@@ -167,23 +171,23 @@ def test_concurrent_writers_and_readers(fresh: Any, mssql: Server, conn: Any) ->
                     version += 1
                 feed.write(c, w % 2, rows)
 
-    pages: dict[int, list[list[list[tuple[Any, ...]]]]] = {0: [], 1: []}
+    pages: dict[int, list[list[list[Event]]]] = {0: [], 1: []}
 
     def read(shard: int) -> None:
-        seen: list[list[tuple[Any, ...]]] = []
+        seen: list[list[Event]] = []
         cursor = bytes(16)
         count = 0
         deadline = time.monotonic() + 240
         with mssql.connection() as c:
             while count < expected[shard]:
                 assert time.monotonic() < deadline, f"reader of shard {shard} saw {count} events"
-                page = feed.read_feed(c, shard, cursor, 5)
-                if not page:
+                page = feed.client.read_page(c, shard, cursor, 5)
+                if not page.events:
                     time.sleep(0.01)
                     continue
-                seen.append(page)
-                count += len(page)
-                cursor = page[-1][0]
+                seen.append(page.events)
+                count += len(page.events)
+                cursor = page.cursor
         pages[shard].append(seen)
 
     threads = Threads()
@@ -196,17 +200,17 @@ def test_concurrent_writers_and_readers(fresh: Any, mssql: Server, conn: Any) ->
     for shard in (0, 1):
         full = feed.read_all(conn, shard)
         assert len(full) == expected[shard]
-        ulids = [r[0] for r in full]
+        ulids = [r.ulid for r in full]
         assert ulids == sorted(ulids) and len(set(ulids)) == len(ulids)
         for reader_pages in pages[shard]:
             assert [r for page in reader_pages for r in page] == full
-            blocks = [{block_of(r[0]) for r in page} for page in reader_pages]
+            blocks = [{block_of(r.ulid) for r in page} for page in reader_pages]
             for a, b in itertools.pairwise(blocks):
                 assert not a & b, "a page split a transaction"
         by_tx: dict[tuple[Any, str], list[int]] = {}
         positions: dict[tuple[Any, str], list[int]] = {}
         per_writer: dict[Any, list[int]] = {}
-        for position, (ulid, tenant, sku, version) in enumerate(full):
+        for position, (ulid, (tenant, sku, version)) in enumerate((e.ulid, e.key) for e in full):
             by_tx.setdefault((tenant, sku), []).append(hash(block_of(ulid)))
             positions.setdefault((tenant, sku), []).append(position)
             per_writer.setdefault(tenant, []).append(version)
@@ -216,10 +220,10 @@ def test_concurrent_writers_and_readers(fresh: Any, mssql: Server, conn: Any) ->
             assert where == list(range(where[0], where[0] + len(where))), tx
             assert len(set(by_tx[tx])) == 1, tx
         assert len({b for bs in by_tx.values() for b in bs}) == len(by_tx)
-        sp = feed.safe_point(conn, shard)
+        sp = feed.client.safe_point(conn, shard)
         assert (
-            sp["safe_point"]
-            == sp["head"]
+            sp.safe_point
+            == sp.head
             == ulids[-1][:8]
             + ((low(ulids[-1]) >> 36 << 36) + BLOCK - 1).to_bytes(8, "big", signed=True)
         )

@@ -62,7 +62,7 @@ def test_every_change_becomes_exactly_its_outbox_rows_and_events(fresh: Any, con
     events = [r for rows in by_shard.values() for r in rows]
     assert len(events) == 6 and feed.count(conn, "outbox") == 0
     # one block per source transaction and shard (O2)
-    blocks = {block_of(r[0]) for r in events}
+    blocks = {block_of(r.ulid) for r in events}
     assert len(blocks) == (4 if a == b else 5)
 
 
@@ -82,7 +82,7 @@ def test_a_writer_with_rights_on_the_source_only(mssql: Server, fresh: Any, conn
         finally:
             run(c, "if @@trancount > 0 rollback;")
             run(c, "revert;")
-    assert [r[2] for r in feed.read_all(conn, shard_of(conn, "w"))] == ["w"]
+    assert [r.key[1] for r in feed.read_all(conn, shard_of(conn, "w"))] == ["w"]
 
 
 def test_setup_is_idempotent_and_recreates_a_lost_trigger(fresh: Any, conn: Any) -> None:
@@ -138,3 +138,79 @@ def test_upgrade_keeps_capture_and_refuses_to_switch_it_off(fresh: Any, conn: An
     assert "is registered with capture trigger" in message
     trigger = f"{q(feed.spec['source_schema'])}.{q('capture:changefeed.shop.order_lines')}"
     assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None
+
+
+def test_a_shard_expression_of_another_integer_type_fails_the_setup(conn: Any) -> None:
+    """Review #8: `[version] % 4` is bigint. It converts to int implicitly, so the probe
+    insert compiles and every write would convert it; setup asks for the expression's
+    type and refuses it (51058) before creating anything."""
+    feed = LiveFeed("outbox_trigger_bigint_shard")
+    feed.create_source(conn)
+    feed.teardown(conn)
+    message = expect_error(conn, feed.batches["setup"], number=51058)
+    assert "the shard expression [version] % 4 of the feed shop.order_lines gives bigint" in message
+    assert "int, smallint or tinyint" in message
+    assert scalar(conn, f"select object_id({lit(feed.obj('outbox'))});") is None
+
+
+def _trigger(feed: LiveFeed) -> str:
+    return f"{q(feed.spec['source_schema'])}.{q('capture:changefeed.shop.order_lines')}"
+
+
+def test_an_unchanged_trigger_is_not_altered(fresh: Any, conn: Any) -> None:
+    """Review #20: upgrade re-creates the procedures; the trigger's text is the same, so
+    it is left alone (no schema lock on the source table): same modify_date."""
+    feed: LiveFeed = fresh("outbox_trigger")
+    modified = (
+        f"select modify_date from sys.triggers where object_id = object_id({lit(_trigger(feed))});"
+    )
+    before = scalar(conn, modified)
+    run(conn, "waitfor delay '00:00:00.050';")
+    assert feed.upgrade(conn) == "upgraded"
+    assert scalar(conn, modified) == before
+    # a disabled trigger is altered and enabled again by the next setup that changes anything
+    run(conn, f"disable trigger {_trigger(feed)} on {source(feed)};")
+    assert feed.upgrade(conn) == "upgraded"
+    disabled = (
+        f"select is_disabled from sys.triggers where object_id = object_id({lit(_trigger(feed))});"
+    )
+    assert scalar(conn, disabled) in (False, 0)
+
+
+def test_a_trigger_change_waits_at_most_its_lock_timeout(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """Review #20: a transaction on the source table blocks the trigger's schema lock;
+    setup gives up after 10 s with 51061, changes nothing, and leaves the connection's own
+    lock_timeout as it was."""
+    feed: LiveFeed = fresh("outbox_trigger")
+    run(conn, f"drop trigger {_trigger(feed)};")
+    with mssql.connection() as busy:
+        run(busy, f"begin transaction; insert into {source(feed)} (tenant_id, sku, version) "
+                  f"values ({lit(TENANT)}, N'busy', 1);")  # fmt: skip
+        try:
+            message = expect_error(conn, feed.batches["setup"], number=51061)
+        finally:
+            run(busy, "rollback;")
+    assert "could not change the capture trigger of [shop].[order_lines]" in message
+    assert scalar(conn, "select @@lock_timeout;") == -1
+    assert scalar(conn, f"select object_id({lit(_trigger(feed))}, N'TR');") is None
+    assert feed.setup(conn) == "repaired"
+
+
+def test_the_trigger_union_meets_the_sequence_default(fresh: Any, conn: Any) -> None:
+    """Review #24: an UPDATE fires the trigger with `inserted` and `deleted`, whose union
+    is staged in a table variable before the outbox insert that draws order_sequence
+    from NEXT VALUE FOR. Rows that keep their key give one outbox row, rows whose key
+    changed two, each with its own order_sequence."""
+    feed: LiveFeed = fresh("outbox_trigger")
+    table = source(feed)
+    rows = ", ".join(f"({lit(TENANT)}, N'{sku}', 1)" for sku in "kmn")
+    run(conn, f"insert into {table} (tenant_id, sku, version) values {rows};")
+    run(conn, f"delete from {feed.obj('outbox')};")
+    run(conn, f"update {table} set version = case sku when N'k' then 2 else version end, "
+              "payload = N'p';")  # fmt: skip
+    keys = sorted((sku, version) for _, sku, version in outbox_keys(conn, feed))
+    assert keys == [("k", 1), ("k", 2), ("m", 1), ("n", 1)]
+    sequences = [r[0] for r in run(conn, f"select order_sequence from {feed.obj('outbox')};")]
+    assert len(set(sequences)) == 4

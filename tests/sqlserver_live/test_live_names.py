@@ -28,18 +28,21 @@ def test_hostile_names(fresh: Any, conn: Any, case: str) -> None:
     else:
         feed.outbox_insert(conn, 0, HOSTILE_ROWS)
     rows = feed.read_all(conn, 0)
-    assert [(r[1], r[2]) for r in rows] == [(1, "it's; -- x"), (2, "[b]]r]")]
-    assert [decimal.Decimal(r[4]) for r in rows] == [decimal.Decimal("1.25"), decimal.Decimal("-3")]
-    sp = feed.safe_point(conn, 0)
+    assert [r.key[:2] for r in rows] == [(1, "it's; -- x"), (2, "[b]]r]")]
+    assert [decimal.Decimal(r.key[3]) for r in rows] == [
+        decimal.Decimal("1.25"),
+        decimal.Decimal("-3"),
+    ]
+    sp = feed.client.safe_point(conn, 0)
     assert (
-        sp["safe_point"]
-        == sp["head"]
-        == rows[-1][0][:8]
-        + ((int.from_bytes(rows[-1][0][8:], "big", signed=True) >> 36 << 36) + 2**36 - 1).to_bytes(
-            8, "big", signed=True
-        )
+        sp.safe_point
+        == sp.head
+        == rows[-1].ulid[:8]
+        + (
+            (int.from_bytes(rows[-1].ulid[8:], "big", signed=True) >> 36 << 36) + 2**36 - 1
+        ).to_bytes(8, "big", signed=True)
     )
-    assert feed.barrier_check(conn, 0, feed.barrier_acquire(conn, 0)) is True
+    assert feed.client.barrier_check(conn, feed.client.barrier_acquire(conn, 0)) is True
 
 
 @pytest.mark.parametrize(
@@ -56,4 +59,4 @@ def test_long_names(fresh: Any, conn: Any, case: str, row: list[Any]) -> None:
         feed.write(conn, 0, [row])
     else:
         feed.outbox_insert(conn, 0, [row])
-    assert [list(r[1:]) for r in feed.read_all(conn, 0)] == [row]
+    assert [list(r.key) for r in feed.read_all(conn, 0)] == [row]

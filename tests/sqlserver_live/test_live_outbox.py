@@ -22,6 +22,8 @@ from tests.support.sqlserver_live import (
     run,
 )
 
+from changefeed.client import Event
+
 
 def test_happy_day(fresh: Any, conn: Any) -> None:
     """Out-of-order time hints become a running maximum, paging works, and a re-read
@@ -34,16 +36,18 @@ def test_happy_day(fresh: Any, conn: Any) -> None:
     for order_id, minute in inserts:
         feed.outbox_insert(conn, 0, [[order_id]], noon + dt.timedelta(minutes=minute))
 
-    page1 = feed.read_feed(conn, 0, bytes(16), page_size=3)
-    assert [r[1] for r in page1] == [10001, 10011, 10002]
+    page1 = feed.client.read_page(conn, 0, bytes(16), page_size=3).events
+    assert [r.key[0] for r in page1] == [10001, 10011, 10002]
     minutes = [epoch_ms(noon + dt.timedelta(minutes=m)) for m in (0, 3, 3)]
-    assert [ms(r[0]) for r in page1] == minutes  # 12:02 came after 12:03: kept at 12:03
-    page2 = feed.read_feed(conn, 0, page1[-1][0], page_size=100)
-    assert [r[1] for r in page2] == [10012, 10003]
-    assert [ms(r[0]) for r in page2] == [epoch_ms(noon + dt.timedelta(minutes=m)) for m in (3, 10)]
+    assert [ms(r.ulid) for r in page1] == minutes  # 12:02 came after 12:03: kept at 12:03
+    page2 = feed.client.read_page(conn, 0, page1[-1].ulid, page_size=100).events
+    assert [r.key[0] for r in page2] == [10012, 10003]
+    assert [ms(r.ulid) for r in page2] == [
+        epoch_ms(noon + dt.timedelta(minutes=m)) for m in (3, 10)
+    ]
 
     # every source transaction its own block; the 12:03 ones continue one high
-    u = [r[0] for r in page1 + page2]
+    u = [r.ulid for r in page1 + page2]
     assert len({block_of(x) for x in u}) == 5
     assert u[1][:8] == u[2][:8] == u[3][:8]
     assert (low(u[2]), low(u[3])) == (low(u[1]) + BLOCK, low(u[1]) + 2 * BLOCK)
@@ -52,8 +56,8 @@ def test_happy_day(fresh: Any, conn: Any) -> None:
     assert len(fresh_highs) == 3 and {h[6:8] for h in fresh_highs} != {b"\x00\x00"}
 
     assert feed.count(conn, "outbox") == 0 and feed.count(conn, "feed") == 5
-    again = feed.read_feed(conn, 0, bytes(16), page_size=100)
-    assert again == page1 + page2
+    again = feed.client.read_page(conn, 0, bytes(16), page_size=100)
+    assert again.events == page1 + page2
 
 
 def test_a_source_transaction_is_one_block_and_never_split(fresh: Any, conn: Any) -> None:
@@ -63,13 +67,13 @@ def test_a_source_transaction_is_one_block_and_never_split(fresh: Any, conn: Any
     feed.outbox_insert(conn, 0, [[7], [8]])  # C
     pages = []
     cursor = bytes(16)
-    while page := feed.read_feed(conn, 0, cursor, page_size=2):
-        pages.append([r[1] for r in page])
-        cursor = page[-1][0]
+    while (page := feed.client.read_page(conn, 0, cursor, page_size=2)).events:
+        pages.append([r.key[0] for r in page.events])
+        cursor = page.cursor
     # A, larger than a page, comes whole; the mover takes B but not C, which would make
     # its batch larger than the page; C then fills a page exactly.
     assert pages == [[1, 2, 3, 4, 5], [6], [7, 8]]
-    blocks = [block_of(r[0]) for r in feed.read_all(conn, 0)]
+    blocks = [block_of(r.ulid) for r in feed.read_all(conn, 0)]
     assert len(set(blocks[:5])) == 1 and len(set(blocks[6:])) == 1 and len(set(blocks)) == 3
 
 
@@ -85,13 +89,13 @@ def test_a_late_commit_is_not_skipped(fresh: Any, mssql: Server, conn: Any) -> N
         )
         feed.outbox_insert(conn, 0, [[2]])
         started = time.monotonic()
-        first = feed.read_feed(reader, 0)
+        first = feed.client.read_page(reader, 0)
         assert time.monotonic() - started < 10
-        assert [r[1] for r in first] == [2]
+        assert [r.key[0] for r in first.events] == [2]
         run(late, "commit;")
-        second = feed.read_feed(reader, 0, first[-1][0])
-        assert [r[1] for r in second] == [1]
-        assert second[0][0] > first[-1][0]
+        second = feed.client.read_page(reader, 0, first.cursor)
+        assert [r.key[0] for r in second.events] == [1]
+        assert second.events[0].ulid > first.cursor
 
 
 def test_concurrent_writers_and_racing_first_readers(fresh: Any, mssql: Server, conn: Any) -> None:
@@ -116,21 +120,21 @@ def test_concurrent_writers_and_racing_first_readers(fresh: Any, mssql: Server, 
                 hint = now - dt.timedelta(milliseconds=rng.randint(0, 2000))
                 feed.outbox_insert(c, 0, rows, hint)
 
-    seen: list[list[tuple[Any, ...]]] = []
+    seen: list[list[Event]] = []
 
     def read() -> None:
-        out: list[tuple[Any, ...]] = []
+        out: list[Event] = []
         cursor = bytes(16)
         deadline = time.monotonic() + 240
         with mssql.connection() as c:
             while len(out) < total:
                 assert time.monotonic() < deadline, f"a reader saw {len(out)} of {total}"
-                page = feed.read_feed(c, 0, cursor, page_size=7)
-                if not page:
+                page = feed.client.read_page(c, 0, cursor, page_size=7)
+                if not page.events:
                     time.sleep(0.01)
                     continue
-                out += page
-                cursor = page[-1][0]
+                out += page.events
+                cursor = page.cursor
         seen.append(out)
 
     threads = Threads()
@@ -143,17 +147,17 @@ def test_concurrent_writers_and_racing_first_readers(fresh: Any, mssql: Server, 
     full = feed.read_all(conn, 0)
     assert len(full) == total and all(s == full for s in seen)
     assert feed.count(conn, "outbox") == 0
-    ulids = [r[0] for r in full]
+    ulids = [r.ulid for r in full]
     assert ulids == sorted(ulids) and len(set(ulids)) == total
     assert [ms(u) for u in ulids] == sorted(ms(u) for u in ulids)  # the running maximum
     per_writer: dict[Any, list[int]] = {}
     where: dict[tuple[Any, str], list[int]] = {}
-    for position, (_, tenant, sku, version) in enumerate(full):
+    for position, (tenant, sku, version) in enumerate(e.key for e in full):
         per_writer.setdefault(tenant, []).append(version)
         where.setdefault((tenant, sku), []).append(position)
     for versions in per_writer.values():
         assert versions == list(range(len(versions)))
     for positions in where.values():
         assert positions == list(range(positions[0], positions[0] + len(positions)))
-        assert len({block_of(full[p][0]) for p in positions}) == 1
+        assert len({block_of(full[p].ulid) for p in positions}) == 1
     assert len({block_of(u) for u in ulids}) == len(where)

@@ -68,7 +68,7 @@ def test_blocking_writer(mssql: Server, blocking: tuple[LiveFeed, dict[str, str]
         ]:
             expect_error(c, sql, number=DENIED)
     with acting_as(mssql, users["reader"]) as c:
-        assert [r[3] for r in feed.read_all(c, 0)] == [1]
+        assert [r.key[2] for r in feed.read_all(c, 0)] == [1]
 
 
 Feed = tuple[LiveFeed, dict[str, str]]
@@ -80,10 +80,10 @@ def test_blocking_reader(mssql: Server, blocking: Feed, conn: Any) -> None:
     with acting_as(mssql, users["reader"]) as c:
         assert len(feed.read_all(c, 0)) == 1
         assert run(c, f"select count(*) from {feed.obj('feed')};") == [(1,)]
-        assert feed.safe_point(c, 0)["pending"] == 0
-        barrier = feed.barrier_acquire(c, 0)
-        assert feed.barrier_check(c, 0, barrier) is True
-        assert feed.tombstone(c, 0, 1, uuid.uuid4()) is False
+        assert feed.client.safe_point(c, 0).pending == 0
+        barrier = feed.client.barrier_acquire(c, 0)
+        assert feed.client.barrier_check(c, barrier) is True
+        assert feed.client.tombstone(c, 0, 1, uuid.uuid4()) is False
         assert 0 in [r[0] for r in run(c, f"exec {feed.obj('shards')};")]
         for sql in [
             f"exec {feed.obj('lock')} @shard_id = 0;",
@@ -113,9 +113,9 @@ def test_outbox_writer_and_reader(mssql: Server, outbox: tuple[LiveFeed, dict[st
     with acting_as(mssql, users["reader"]) as c:
         assert 7 in [r[0] for r in run(c, f"exec {feed.obj('shards')};")]
         # read_feed moves the outbox on the reader's behalf: ownership chaining
-        assert [r[3] for r in feed.read_all(c, 0)] == [1]
-        barrier = feed.barrier_acquire(c, 0)  # draws on the sequence, inside the procedure
-        assert feed.barrier_check(c, 0, barrier) is True
+        assert [r.key[2] for r in feed.read_all(c, 0)] == [1]
+        barrier = feed.client.barrier_acquire(c, 0)  # draws on the sequence, inside the procedure
+        assert feed.client.barrier_check(c, barrier) is True
         for sql in [
             f"select * from {feed.obj('outbox')};",
             f"insert into {feed.obj('outbox')} (shard_id, {feed.keys_sql}) "

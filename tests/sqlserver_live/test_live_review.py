@@ -21,9 +21,9 @@ from tests.support.sqlserver_live import (
 
 def _pages(feed: LiveFeed, conn: Any, page_size: int) -> list[list[Any]]:
     pages, cursor = [], bytes(16)
-    while page := feed.read_feed(conn, 0, cursor, page_size=page_size):
-        pages.append([r[1] for r in page])
-        cursor = page[-1][0]
+    while (page := feed.client.read_page(conn, 0, cursor, page_size=page_size)).events:
+        pages.append([r.key[0] for r in page.events])
+        cursor = page.cursor
     return pages
 
 
@@ -106,7 +106,7 @@ def test_procedures_that_commit_refuse_implicit_transactions(fresh: Any, conn: A
     finally:
         run(conn, "set implicit_transactions off;")
     blocking.write(conn, 0, [[1]])  # the same connection works again in autocommit
-    assert [r[1] for r in blocking.read_all(conn, 0)] == [1]
+    assert [r.key[0] for r in blocking.read_all(conn, 0)] == [1]
 
 
 def test_the_changefeed_schema_is_owned_by_dbo(fresh: Any, conn: Any) -> None:
@@ -176,7 +176,7 @@ def test_two_tables_with_one_feed_id_do_not_share_a_feed(conn: Any) -> None:
         message = expect_error(conn, second.batches[section], number=51060)
         assert "belongs to the table [my.schema].[t], not to [my].[schema.t]" in message
     first.write(conn, 0, [[1]])  # untouched
-    assert [r[1] for r in first.read_all(conn, 0)] == [1]
+    assert [r.key[0] for r in first.read_all(conn, 0)] == [1]
     assert first.teardown(conn) == "dropped"
     assert second.setup(conn) == "created"
     assert second.teardown(conn) == "dropped"

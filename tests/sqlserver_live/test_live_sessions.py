@@ -20,6 +20,8 @@ from tests.support.sqlserver_live import (
     run,
 )
 
+from changefeed.client import sqlserver
+
 
 def _first_ulid(high: bytes, low_: int) -> bytes:
     return high + low_.to_bytes(8, "big", signed=True)
@@ -33,22 +35,22 @@ def _below(ulid: bytes) -> bytes:
 def test_the_safe_point_never_passes_a_pending_write(fresh: Any, mssql: Server, conn: Any) -> None:
     feed: LiveFeed = fresh("blocking_int")
     feed.write(conn, 0, [[1]])
-    head = feed.safe_point(conn, 0)["head"]
+    head = feed.client.safe_point(conn, 0).head
     with mssql.connection() as writer, mssql.connection() as reader:
         w = feed.lock(writer, 0)
         run(writer, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
-        sp = feed.safe_point(reader, 0)
+        sp = feed.client.safe_point(reader, 0)
         # The lock call moved the head past the block; the pending session holds the safe
         # point just below it, at or above the previous head.
-        assert sp["head"] == _first_ulid(w.ulid_high, w.ulid_low + BLOCK - 1)
-        assert sp["pending"] == 1
-        assert sp["safe_point"] == _below(_first_ulid(w.ulid_high, w.ulid_low)) >= head
-        assert [r[1] for r in feed.read_all(reader, 0)] == [1]
+        assert sp.head == _first_ulid(w.ulid_high, w.block_start + BLOCK - 1)
+        assert sp.pending == 1
+        assert sp.safe_point == _below(_first_ulid(w.ulid_high, w.block_start)) >= head
+        assert [r.key[0] for r in feed.read_all(reader, 0)] == [1]
         run(writer, feed.publish_sql())
-        sp = feed.safe_point(reader, 0)
-        assert sp["pending"] == 0
-        assert sp["safe_point"] == sp["head"] == _first_ulid(w.ulid_high, w.ulid_low + BLOCK - 1)
-        assert [r[1] for r in feed.read_all(reader, 0)] == [1, 2]
+        sp = feed.client.safe_point(reader, 0)
+        assert sp.pending == 0
+        assert sp.safe_point == sp.head == _first_ulid(w.ulid_high, w.block_start + BLOCK - 1)
+        assert [r.key[0] for r in feed.read_all(reader, 0)] == [1, 2]
 
 
 def test_the_pending_term_bounds_the_safe_point(fresh: Any, mssql: Server, conn: Any) -> None:
@@ -57,18 +59,18 @@ def test_the_pending_term_bounds_the_safe_point(fresh: Any, mssql: Server, conn:
     decrement at the edges of ulid_low."""
     feed: LiveFeed = fresh("blocking_int")
     feed.write(conn, 0, [[1]])
-    head = feed.safe_point(conn, 0)["head"]
+    head = feed.client.safe_point(conn, 0).head
     with mssql.connection() as writer:
         w = feed.lock(writer, 0)
-        allocated = feed.safe_point(conn, 0)["head"]
-        assert allocated == _first_ulid(w.ulid_high, w.ulid_low + BLOCK - 1)
+        allocated = feed.client.safe_point(conn, 0).head
+        assert allocated == _first_ulid(w.ulid_high, w.block_start + BLOCK - 1)
         session = f"where shard_id = 0 and write_id = {lit(w.write_id)}"
         for first in (head, head[:8] + bytes(8), head[:8] + b"\x80" + bytes(7)):
             run(conn, f"update {feed.obj('session')} set first_ulid = {lit(first)} {session};")
-            assert feed.safe_point(conn, 0)["safe_point"] == min(allocated, _below(first))
-        feed.abort(writer)
+            assert feed.client.safe_point(conn, 0).safe_point == min(allocated, _below(first))
+        feed.client.release(writer)
     # Released: the block is abandoned, never committed, and the safe point moves over it.
-    assert feed.safe_point(conn, 0)["safe_point"] == allocated
+    assert feed.client.safe_point(conn, 0).safe_point == allocated
 
 
 def test_the_next_writer_allocates_while_the_previous_commit_is_in_flight(
@@ -93,24 +95,24 @@ def test_the_next_writer_allocates_while_the_previous_commit_is_in_flight(
         wb = feed.lock(b, 0, hint, stall_timeout_ms=10000, lock_probe_ms=20)
         assert time.monotonic() - started < 2
         # Same time hint: B continues the state row, which A's lock call moved past A's block.
-        assert (wb.ulid_high, wb.ulid_low) == (wa.ulid_high, wa.ulid_low + BLOCK)
-        below_a = _below(_first_ulid(wa.ulid_high, wa.ulid_low))
+        assert (wb.ulid_high, wb.block_start) == (wa.ulid_high, wa.block_start + BLOCK)
+        below_a = _below(_first_ulid(wa.ulid_high, wa.block_start))
 
-        sp = feed.safe_point(reader, 0)
-        assert sp["pending"] == 2 and sp["safe_point"] == below_a
-        assert sp["head"] == _first_ulid(wb.ulid_high, wb.ulid_low + BLOCK - 1)
+        sp = feed.client.safe_point(reader, 0)
+        assert sp.pending == 2 and sp.safe_point == below_a
+        assert sp.head == _first_ulid(wb.ulid_high, wb.block_start + BLOCK - 1)
 
         # B commits before A: its events are committed, yet the safe point stays below A.
         run(b, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
         run(b, feed.publish_sql())
-        sp = feed.safe_point(reader, 0)
-        assert sp["pending"] == 1 and sp["safe_point"] == below_a
+        sp = feed.client.safe_point(reader, 0)
+        assert sp.pending == 1 and sp.safe_point == below_a
         assert feed.read_all(reader, 0) == []
 
         run(a, "commit;")
-        sp = feed.safe_point(reader, 0)
-        assert sp["pending"] == 0 and sp["safe_point"] == sp["head"]
-        assert [r[1] for r in feed.read_all(reader, 0)] == [1, 2]
+        sp = feed.client.safe_point(reader, 0)
+        assert sp.pending == 0 and sp.safe_point == sp.head
+        assert [r.key[0] for r in feed.read_all(reader, 0)] == [1, 2]
     [session_a] = run(
         conn,
         f"select state, end_reason from {feed.obj('session')} "
@@ -125,20 +127,22 @@ def test_a_tombstoned_write_cannot_commit(fresh: Any, mssql: Server, conn: Any) 
     with mssql.connection() as writer, mssql.connection() as reader:
         w = feed.lock(writer, 0)
         run(writer, "begin transaction;\n" + feed.insert_events_sql(0, [[1]]))
-        sp = feed.safe_point(reader, 0)
-        assert sp["pending"] == 1
-        assert sp["oldest_pending_session_id"] == w.session_id
-        assert str(sp["oldest_pending_write_id"]).lower() == str(w.write_id)
-        assert feed.tombstone(reader, 0, w.session_id, w.write_id) is True
-        assert feed.tombstone(reader, 0, w.session_id, w.write_id) is False
-        assert feed.safe_point(reader, 0)["pending"] == 0
+        assert feed.client.safe_point(reader, 0).pending == 1
+        # SafePoint has no oldest pending write; the procedure's row names it
+        names, rows = sqlserver.execute(reader, f"exec {feed.obj('safe_point')} @shard_id = 0;")
+        oldest = dict(zip(names, rows[0], strict=True))
+        assert oldest["oldest_pending_session_id"] == w.session_id
+        assert str(oldest["oldest_pending_write_id"]).lower() == str(w.write_id)
+        assert feed.client.tombstone(reader, 0, w.session_id, w.write_id) is True
+        assert feed.client.tombstone(reader, 0, w.session_id, w.write_id) is False
+        assert feed.client.safe_point(reader, 0).pending == 0
         expect_error(
             writer,
             feed.publish_sql(),
             number=51012,
             text="was abandoned (tombstoned; lock generation 0 -> 1)",
         )
-        feed.abort(writer)
+        feed.client.release(writer)
         [incident] = feed.incidents(conn, 0)
         assert incident["reason"] == "tombstone" and incident["holder_session_id"] == w.session_id
         state = feed.state(conn, 0)
@@ -146,10 +150,10 @@ def test_a_tombstoned_write_cannot_commit(fresh: Any, mssql: Server, conn: Any) 
         assert feed.read_all(reader, 0) == []
         # the shard goes on under the next lock generation
         feed.write(writer, 0, [[2]])
-        assert [r[1] for r in feed.read_all(reader, 0)] == [2]
+        assert [r.key[0] for r in feed.read_all(reader, 0)] == [2]
         # a committed write cannot be tombstoned
         w2 = feed.write(writer, 0, [[3]])
-        assert feed.tombstone(reader, 0, w2.session_id, w2.write_id) is False
+        assert feed.client.tombstone(reader, 0, w2.session_id, w2.write_id) is False
 
 
 def test_tombstone_and_commit_race_with_exactly_one_winner(
@@ -178,7 +182,7 @@ def test_tombstone_and_commit_race_with_exactly_one_winner(
                 w: Any = w, go: threading.Barrier = go, outcome: dict[str, Any] = outcome
             ) -> None:
                 go.wait()
-                outcome["tombstone"] = feed.tombstone(reader, 0, w.session_id, w.write_id)
+                outcome["tombstone"] = feed.client.tombstone(reader, 0, w.session_id, w.write_id)
 
             threads = [threading.Thread(target=commit), threading.Thread(target=tombstone)]
             for t in threads:
@@ -191,8 +195,8 @@ def test_tombstone_and_commit_race_with_exactly_one_winner(
             else:
                 assert outcome["tombstone"] is True, (key, outcome)
                 assert "was abandoned (tombstoned;" in str(outcome["commit"])
-                feed.abort(writer)
-        assert sorted(r[1] for r in feed.read_all(reader, 0)) == committed
+                feed.client.release(writer)
+        assert sorted(r.key[0] for r in feed.read_all(reader, 0)) == committed
     incidents = feed.incidents(conn, 0)
     assert len(incidents) == 12 - len(committed)
     state = feed.state(conn, 0)

@@ -68,7 +68,7 @@ def test_upgrade_recreates_procedures_and_keeps_data(fresh: Any, conn: Any) -> N
     assert feed.upgrade(conn) == "upgraded"
     assert feed.count(conn, "feed") == 1
     feed.write(conn, 0, [[2]])
-    assert [r[1] for r in feed.read_all(conn, 0)] == [1, 2]
+    assert [r.key[0] for r in feed.read_all(conn, 0)] == [1, 2]
 
 
 def test_upgrade_from_protocol_1_abandons_pending_protocol_1_writes(
@@ -93,11 +93,11 @@ def test_upgrade_from_protocol_1_abandons_pending_protocol_1_writes(
         )
         assert reason == "upgraded"
         expect_error(writer, feed.publish_sql(), number=51012, text="was abandoned (upgraded)")
-        feed.abort(writer)
+        feed.client.release(writer)
     feed.write(conn, 0, [[2]])
-    assert [r[1] for r in feed.read_all(conn, 0)] == [2]
-    sp = feed.safe_point(conn, 0)
-    assert sp["pending"] == 0 and sp["safe_point"] == sp["head"]
+    assert [r.key[0] for r in feed.read_all(conn, 0)] == [2]
+    sp = feed.client.safe_point(conn, 0)
+    assert sp.pending == 0 and sp.safe_point == sp.head
 
 
 def test_changed_options_update_through_setup(fresh: Any, conn: Any) -> None:

@@ -36,7 +36,7 @@ def test_a_frozen_holder_is_burned_and_cannot_commit(fresh: Any, mssql: Server, 
         # Same time hint, so the new block continues the state, which the holder's lock
         # call already moved past its block: no primary key collision with its
         # uncommitted row, and nothing for the burn to retire.
-        assert (w.ulid_high, w.ulid_low) == (h.ulid_high, h.ulid_low + BLOCK)
+        assert (w.ulid_high, w.block_start) == (h.ulid_high, h.block_start + BLOCK)
         started = time.monotonic()
         run(waiter, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
         run(waiter, feed.publish_sql())
@@ -58,11 +58,11 @@ def test_a_frozen_holder_is_burned_and_cannot_commit(fresh: Any, mssql: Server, 
             number=51012,
             text="was abandoned (stall; lock generation 0 -> 1)",
         )
-        feed.abort(holder)
+        feed.client.release(holder)
 
-    assert [r[1] for r in feed.read_all(conn, 0)] == [2]
-    sp = feed.safe_point(conn, 0)
-    assert sp["safe_point"] == sp["head"] and sp["pending"] == 0
+    assert [r.key[0] for r in feed.read_all(conn, 0)] == [2]
+    sp = feed.client.safe_point(conn, 0)
+    assert sp.safe_point == sp.head and sp.pending == 0
 
 
 def test_a_moving_queue_is_not_burned(fresh: Any, mssql: Server, conn: Any) -> None:
@@ -91,7 +91,7 @@ def test_a_moving_queue_is_not_burned(fresh: Any, mssql: Server, conn: Any) -> N
         run(c, feed.publish_sql())
     threads.join(60)
     assert feed.incidents(conn, 0) == []
-    assert sorted(r[1] for r in feed.read_all(conn, 0)) == [1, 2, 3, 4]
+    assert sorted(r.key[0] for r in feed.read_all(conn, 0)) == [1, 2, 3, 4]
     state = feed.state(conn, 0)
     assert state is not None and state["generation"] == 0
 
@@ -120,10 +120,10 @@ def test_busy_neighbouring_shards_do_not_hide_a_stall(fresh: Any, mssql: Server,
             assert time.monotonic() - started < 8
             run(waiter, "begin transaction;\n" + feed.insert_events_sql(0, [[2]]))
             run(waiter, feed.publish_sql())
-            feed.abort(holder)
+            feed.client.release(holder)
     finally:
         stop.set()
         threads.join(60)
     assert [i["reason"] for i in feed.incidents(conn, 0)] == ["stall"]
     assert feed.incidents(conn, 1) == []
-    assert [r[1] for r in feed.read_all(conn, 0)] == [2]
+    assert [r.key[0] for r in feed.read_all(conn, 0)] == [2]

@@ -9,7 +9,6 @@ procedures, with Spark reading the pages in its Python workers.
 from __future__ import annotations
 
 import json
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +19,17 @@ from changefeed.spark.landing import land
 from changefeed.spark.source import register
 
 
-def source_uri(mssql: Server) -> str:
-    """The data source's connection URI for the live test database."""
-    dsn = mssql.dsn
-    auth = urllib.parse.quote(dsn.user, safe="") + ":" + urllib.parse.quote(dsn.password, safe="")
-    query = urllib.parse.urlencode(dict(dsn.options))
-    database = urllib.parse.quote(mssql.database, safe="")
-    return f"mssql://{auth}@{dsn.host}:{dsn.port}/{database}" + (f"?{query}" if query else "")
-
-
 def options(mssql: Server, feed: LiveFeed, **extra: Any) -> dict[str, str]:
     feed_id = f"{feed.spec['source_schema']}.{feed.spec['source_table']}"
     return {
-        "connection": source_uri(mssql),
+        "connection": mssql.uri,
         "feed": feed_id,
         **{k: str(v) for k, v in extra.items()},
     }
 
 
 def everything(feed: LiveFeed, conn: Any, shards: list[int]) -> list[tuple[Any, ...]]:
-    return sorted((shard, *row) for shard in shards for row in feed.read_all(conn, shard))
+    return sorted((shard, e.ulid, *e.key) for shard in shards for e in feed.read_all(conn, shard))
 
 
 def test_batch_read_equals_read_feed(fresh: Any, conn: Any, mssql: Server, spark: Any) -> None:

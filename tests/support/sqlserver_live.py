@@ -1,12 +1,14 @@
 """Helpers for the live SQL Server suite: the DSN, connections (pymssql, which bundles
 FreeTDS), a fresh test database, T-SQL quoting, and ``LiveFeed``: one feed of the render
-matrix set up from its rendered batch, its admin inspection, and the test-facing shapes
-(tuples, dicts) of the protocol calls, each made through the client under test,
-``changefeed.client.SqlServerFeed``.
+matrix set up from its rendered batch, with its admin inspection. The protocol calls are
+the client's own: ``LiveFeed.client`` is a ``changefeed.client.SqlServerFeed`` and the
+tests get its result types (``SqlServerWrite``, ``Page``/``Event``, ``SafePoint``,
+``Barrier``); nothing here speaks the protocol by itself.
 
-DSN: ``CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/database``
-(user, password and database percent-encoded if needed; the port defaults to 1433;
-``?tds_version=7.4`` and ``?encryption=require`` pass through to pymssql). The user must
+DSN: ``CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/database``, read by the
+client's own parser (``changefeed.client.sqlserver.connect_arguments``: user, password
+and database percent-encoded if needed; ``?tds_version=7.4``, ``?encryption=require`` and
+the other parameters it knows pass through to pymssql). The user must
 be allowed to CREATE DATABASE: every run creates its own database
 ``changefeed_live_<random>`` (snapshot isolation and READ_COMMITTED_SNAPSHOT on, the
 worst case for the lock protocol) and drops it at the end.
@@ -22,12 +24,12 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tests.support import sqlserver_matrix as matrix
 
-from changefeed.client import Barrier, FeedInfo, SqlServerFeed, sqlserver
+from changefeed.client import CannotConnect, Event, FeedInfo, SqlServerFeed, sqlserver
+from changefeed.client.sqlserver import SqlServerWrite
 
 DSN_VARIABLE = "CHANGEFEED_SQLSERVER_DSN"
 BLOCK = 2**36
@@ -37,39 +39,27 @@ class DsnError(ValueError):
     """The DSN is malformed."""
 
 
-@dataclass(frozen=True)
-class Dsn:
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
-    options: Mapping[str, str]
+def connect_arguments(dsn: str, database: str | None = None) -> dict[str, Any]:
+    """``pymssql.connect`` arguments of the DSN, by the client's parser, for ``database``
+    (default: the DSN's, else master).
 
-    @classmethod
-    def parse(cls, dsn: str) -> Dsn:
-        """``mssql://user:password@host:port/database?tds_version=7.4``.
-
-        >>> Dsn.parse("mssql://sa:p%40ss@db:1433/master").password
-        'p@ss'
-        """
-        parts = urllib.parse.urlsplit(dsn)
-        if parts.scheme not in ("mssql", "sqlserver"):
-            raise DsnError(f"{DSN_VARIABLE} must start with mssql://, got {parts.scheme}://")
-        if not parts.hostname or not parts.username:
-            raise DsnError(f"{DSN_VARIABLE} needs a user and a host: mssql://user:pass@host/db")
-        options = {k: v[-1] for k, v in urllib.parse.parse_qs(parts.query).items()}
-        unknown = set(options) - {"tds_version", "encryption"}
-        if unknown:
-            raise DsnError(f"{DSN_VARIABLE}: unknown options {sorted(unknown)}")
-        return cls(
-            host=parts.hostname,
-            port=parts.port or 1433,
-            user=urllib.parse.unquote(parts.username),
-            password=urllib.parse.unquote(parts.password or ""),
-            database=urllib.parse.unquote(parts.path.lstrip("/")) or "master",
-            options=options,
-        )
+    >>> args = connect_arguments("mssql://sa:p%40ss@db:1433/?tds_version=7.4", "live")
+    >>> args["password"], args["database"], args["tds_version"], args["autocommit"]
+    ('p@ss', 'live', '7.4', True)
+    """
+    parts = urllib.parse.urlsplit(dsn)
+    if parts.scheme not in ("mssql", "sqlserver"):
+        raise DsnError(f"{DSN_VARIABLE} must start with mssql://, got {parts.scheme}://")
+    try:
+        args = sqlserver.connect_arguments(dsn, application_name="changefeed-live-tests")
+    except CannotConnect as exc:
+        raise DsnError(f"{DSN_VARIABLE}: {exc}") from None
+    if not args["user"] or not parts.hostname:
+        raise DsnError(f"{DSN_VARIABLE} needs a user and a host: mssql://user:pass@host/db")
+    args["database"] = database or args["database"] or "master"
+    args.setdefault("timeout", 120)
+    args["login_timeout"] = 30
+    return args
 
 
 def q(name: str) -> str:
@@ -97,31 +87,28 @@ def lit(value: Any) -> str:
 
 
 class Server:
-    """Connections to the test database of one run."""
+    """Connections to one database of the DSN's server."""
 
-    def __init__(self, dsn: Dsn, database: str) -> None:
+    def __init__(self, dsn: str, database: str | None = None) -> None:
         self.dsn = dsn
-        self.database = database
+        self.database = connect_arguments(dsn, database)["database"]
+
+    @property
+    def uri(self) -> str:
+        """The DSN with this database in its path (for the Spark source's option).
+
+        >>> Server("mssql://sa:p%40ss@db:1433/master?tds_version=7.4", "live 1").uri
+        'mssql://sa:p%40ss@db:1433/live%201?tds_version=7.4'
+        """
+        parts = urllib.parse.urlsplit(self.dsn)
+        return parts._replace(path="/" + urllib.parse.quote(self.database, safe="")).geturl()
 
     def connect(self, *, database: str | None = None, timeout: int = 120) -> Any:
         import pymssql
 
-        kwargs: dict[str, Any] = {
-            "server": self.dsn.host,
-            "port": str(self.dsn.port),
-            "user": self.dsn.user,
-            "password": self.dsn.password,
-            "database": database or self.database,
-            "autocommit": True,
-            "timeout": timeout,
-            "login_timeout": 30,
-            "appname": "changefeed-live-tests",
-        }
-        if "tds_version" in self.dsn.options:
-            kwargs["tds_version"] = self.dsn.options["tds_version"]
-        if "encryption" in self.dsn.options:
-            kwargs["encryption"] = self.dsn.options["encryption"]
-        return pymssql.connect(**kwargs)
+        args = connect_arguments(self.dsn, database or self.database)
+        args["timeout"] = timeout
+        return pymssql.connect(**args)
 
     @contextlib.contextmanager
     def connection(self, **kwargs: Any) -> Iterator[Any]:
@@ -222,16 +209,6 @@ def source_table_sql(spec: Mapping[str, Any]) -> str:
 # -- one feed ------------------------------------------------------------------------------
 
 
-@dataclass
-class Write:
-    """One blocking-mode write, as the lock call returned it."""
-
-    write_id: uuid.UUID
-    ulid_high: bytes
-    ulid_low: int
-    session_id: int
-
-
 #: The render matrix ({case: {section: sql}}), rendered once per session by the
 #: ``rendered_matrix`` fixture of conftest.py: the same SQL the render tests check.
 RENDERED: dict[str, dict[str, Any]] = {}
@@ -294,28 +271,21 @@ class LiveFeed:
         *,
         stall_timeout_ms: int | None = None,
         lock_probe_ms: int | None = None,
-    ) -> Write:
-        """Step 1 alone (the tests then drive the transaction by hand)."""
-        w = self.client.lock(
+    ) -> SqlServerWrite:
+        """Step 1 alone, without ``begin transaction`` (the tests then drive the
+        transaction by hand, with insert_events_sql and publish_sql)."""
+        return self.client.lock(
             conn, shard, time_hint, stall_timeout_ms=stall_timeout_ms,
             lock_probe_ms=lock_probe_ms, begin=False,
         )  # fmt: skip
-        return Write(w.write_id, w.ulid_high, w.block_start, w.session_id)
 
     def insert_events_sql(self, shard: int, rows: Sequence[Sequence[Any]]) -> str:
-        """An INSERT of events into the feed table, numbered from the sequence in order,
-        with the values as literals (for batches the tests compose by hand)."""
-        values = ",\n    ".join(
-            "(" + ", ".join([str(i)] + [lit(v) for v in row]) + ")" for i, row in enumerate(rows)
-        )
-        aliases = ", ".join(["n"] + [f"k{i}" for i in range(len(self.key_names))])
-        numbered = f"next value for {self.obj('sequence')} over (order by v.n)"
-        keys = ", ".join(f"v.k{i}" for i in range(len(self.key_names)))
-        return (
-            f"insert into {self.obj('feed')} (shard_id, ulid, {self.keys_sql})\n"
-            f"select {shard}, {self.obj('ulid')}({numbered}), {keys}\n"
-            f"from (values\n    {values}) as v ({aliases});"
-        )
+        """The client's insert of events (``SqlServerWrite.insert_events``), its values
+        written in as literals, for batches the tests compose by hand."""
+        params = [shard, *(v for n, row in enumerate(rows) for v in (n, *row))]
+        parts = sqlserver.insert_events_sql(self.info, len(rows)).split("%s")
+        assert len(parts) == len(params) + 1, "a %s outside the placeholders"
+        return "".join(p + lit(v) for p, v in zip(parts, params, strict=False)) + parts[-1] + ";"
 
     def publish_sql(self) -> str:
         """update_state and commit: ONE batch, one round trip (protocol 4.4)."""
@@ -327,15 +297,11 @@ class LiveFeed:
         shard: int,
         rows: Sequence[Sequence[Any]],
         time_hint: dt.datetime | None = None,
-    ) -> Write:
+    ) -> SqlServerWrite:
         """A whole blocking write through ``SqlServerFeed.write``."""
         with self.client.write(conn, shard, time_hint) as w:
             w.insert_events(rows)
-        return Write(w.write_id, w.ulid_high, w.block_start, w.session_id)
-
-    def abort(self, conn: Any) -> None:
-        """After an error: roll back, then release (protocol section 4)."""
-        self.client.release(conn)
+        return w
 
     def outbox_insert(
         self,
@@ -344,7 +310,8 @@ class LiveFeed:
         rows: Sequence[Sequence[Any]],
         time_hint: dt.datetime | None = None,
     ) -> None:
-        """One source transaction inserting ``rows`` (key tuples) into the outbox."""
+        """One source transaction inserting ``rows`` (key tuples) into the outbox, through
+        ``SqlServerFeed.insert_outbox`` (which leaves the transaction to its caller)."""
         run(conn, "begin transaction;")
         try:
             self.client.insert_outbox(conn, shard, rows, time_hint)
@@ -353,38 +320,17 @@ class LiveFeed:
             run(conn, "if @@trancount > 0 rollback;")
             raise
 
-    def read_feed(
-        self, conn: Any, shard: int, cursor: bytes = bytes(16), page_size: int = 1000
-    ) -> list[tuple[Any, ...]]:
-        """One page: [(ulid, *keys)], in ULID order."""
-        page = self.client.read_page(conn, shard, cursor, page_size)
-        return [(e.ulid, *e.key) for e in page.events]
-
     def read_all(
         self, conn: Any, shard: int, cursor: bytes = bytes(16), page_size: int = 1000
-    ) -> list[tuple[Any, ...]]:
-        out: list[tuple[Any, ...]] = []
+    ) -> list[Event]:
+        """Every event after ``cursor``, page by page through ``SqlServerFeed.read_page``."""
+        out: list[Event] = []
         while True:
-            page = self.read_feed(conn, shard, cursor, page_size)
-            if not page:
+            page = self.client.read_page(conn, shard, cursor, page_size)
+            if not page.events:
                 return out
-            out += page
-            cursor = page[-1][0]
-
-    def safe_point(self, conn: Any, shard: int) -> dict[str, Any]:
-        point = self.client.safe_point(conn, shard)
-        return {"shard_id": shard, "safe_point": point.safe_point, "head": point.head,
-                "pending": point.pending}  # fmt: skip
-
-    def tombstone(self, conn: Any, shard: int, session_id: int, write_id: uuid.UUID) -> bool:
-        return self.client.tombstone(conn, shard, session_id, write_id)
-
-    def barrier_acquire(self, conn: Any, shard: int) -> tuple[bytes, int | None]:
-        barrier = self.client.barrier_acquire(conn, shard)
-        return barrier.position, barrier.outbox_sequence
-
-    def barrier_check(self, conn: Any, shard: int, barrier: tuple[bytes, int | None]) -> bool:
-        return self.client.barrier_check(conn, Barrier(shard, barrier[0], barrier[1]))
+            out += page.events
+            cursor = page.cursor
 
     # -- inspection (as the admin) -------------------------------------------------------------
 

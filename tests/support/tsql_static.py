@@ -18,6 +18,15 @@ rendering.
 * schema owner: ``create schema`` names its owner, so that the objects in it are not owned
   by whichever user happened to deploy (ownership chains need one owner).
 * catch-all predicates: ``@p is null or column = @p`` makes one plan that scans the table.
+* session-owned applocks: only the blocking writer's lock procedure takes one (the shard
+  lock, which outlives its transactions by design). Anywhere else an interrupted call
+  leaves it held for the connection's life; a transaction-owned lock is given back by the
+  rollback (review #17).
+* schema binding: every function is ``with schemabinding``; otherwise SQL Server assumes it
+  reads data (serial plans, a Halloween spool under ``insert ... select f()``; review #28).
+* sequence defaults: no ``insert`` into a table whose column defaults to
+  ``next value for`` (the outbox) has UNION, DISTINCT, EXCEPT or INTERSECT, which
+  NEXT VALUE FOR is documented to refuse (error 11721; review #24).
 """
 
 from __future__ import annotations
@@ -162,5 +171,73 @@ def catch_all_problems(sql: str, label: str) -> list[str]:
                 problems.append(
                     f"{label}: catch-all predicate {' '.join(words[i : i + 7])}; "
                     "write one statement per case"
+                )
+    return problems
+
+
+def session_applock_problems(sql: str, label: str) -> list[str]:
+    """``sp_getapplock ... @LockOwner = N'Session'`` only inside ``[lock:...]`` procedures."""
+    problems = []
+    for statement in every_statement(sql):
+        toks = tokens(statement)
+        words = [t.text.lower() for t in toks]
+        if words[:4] != ["create", "or", "alter", "procedure"] or len(toks) < 7:
+            continue
+        name = toks[6].text  # create or alter procedure [schema] . [name]
+        for i, word in enumerate(words):
+            if word != "sp_getapplock":
+                continue
+            end = words.index(";", i) if ";" in words[i:] else len(words)
+            args = words[i:end]
+            for j in range(len(args) - 2):
+                owner = args[j + 2]
+                if (
+                    args[j : j + 2] == ["@lockowner", "="]
+                    and owner == "n'session'"
+                    and not name.lower().startswith("[lock:")
+                ):
+                    problems.append(
+                        f"{label}: {name} takes a session-owned applock; an interrupted "
+                        "call keeps it for the connection's life: take it transaction-owned "
+                        "in a short transaction"
+                    )
+    return problems
+
+
+def schemabinding_problems(sql: str, label: str) -> list[str]:
+    """Every ``create [or alter] function`` says ``with schemabinding`` before its ``as``."""
+    problems = []
+    for statement in every_statement(sql):
+        words = [t.text.lower() for t in tokens(statement)]
+        for i in range(len(words) - 1):
+            if words[i] == "create" and "function" in words[i + 1 : i + 4]:
+                head = words[i : words.index("as", i) if "as" in words[i:] else len(words)]
+                if head[-2:] != ["with", "schemabinding"]:
+                    problems.append(
+                        f"{label}: function {' '.join(head[:6])} ... is not schema-bound; "
+                        "add with schemabinding before as"
+                    )
+    return problems
+
+
+def sequence_default_problems(sql: str, label: str, table: str) -> list[str]:
+    """No ``insert into <table>`` (quoted two-part name) statement with a set operator or
+    DISTINCT: ``table`` has a ``next value for`` default."""
+    quoted = [t.text.lower() for t in tokens(table)]
+    problems = []
+    for statement in every_statement(sql):
+        words = [t.text.lower() for t in tokens(statement)]
+        for i in range(len(words) - 1 - len(quoted)):
+            if (
+                words[i : i + 2] != ["insert", "into"]
+                or words[i + 2 : i + 2 + len(quoted)] != quoted
+            ):
+                continue
+            end = words.index(";", i) if ";" in words[i:] else len(words)
+            found = sorted({"union", "distinct", "except", "intersect"} & set(words[i:end]))
+            if found:
+                problems.append(
+                    f"{label}: insert into {table} uses {', '.join(found)}, which NEXT VALUE FOR "
+                    "(its default) refuses (error 11721); stage the rows in a table variable"
                 )
     return problems

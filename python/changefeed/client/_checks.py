@@ -5,6 +5,7 @@ null, a wrong type or a wrong length never reaches the database as a silent defa
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -32,7 +33,7 @@ def integer(value: Any, what: str, low: int = -_INT64, high: int = _INT64) -> in
 
 
 def shard(value: Any) -> int:
-    """A shard id: a PostgreSQL ``integer``."""
+    """A shard id: a PostgreSQL ``integer``, a SQL Server ``int``."""
     return integer(value, "shard", -_INT32, _INT32)
 
 
@@ -58,6 +59,21 @@ def ulid(value: Any, what: str) -> bytes:
             f"{what} must be 16 bytes (a ULID; ZERO_ULID for the beginning), not {len(data)} bytes"
         )
     return data
+
+
+def write_id(value: Any) -> str:
+    """A SQL Server write id (a ``uniqueidentifier``): a :class:`uuid.UUID` or its text.
+
+    >>> write_id("0F8FAD5B-D9CB-469F-A165-70867728950E")
+    '0f8fad5b-d9cb-469f-a165-70867728950e'
+    """
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InvalidArgument(
+            f"write_id must be a uuid.UUID or its text, as safe_point's oldest pending write "
+            f"or SqlServerWrite.write_id report it, not {value!r}"
+        ) from None
 
 
 def time_hint(value: Any) -> datetime | None:

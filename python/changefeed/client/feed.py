@@ -1,12 +1,15 @@
-"""What PostgresFeed and SqlServerFeed share: the result types and the client's frame
-(the cached registry entry, the mode check, waiting for a barrier)."""
+"""What PostgresFeed and SqlServerFeed share: the result types, the write in progress's
+common part and the client's frame (the cached registry entry, the mode check, waiting for
+a barrier)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from changefeed.client import _checks
 from changefeed.client.core import FeedInfo
 from changefeed.client.errors import BarrierTimeout, WrongMode
 
@@ -58,6 +61,38 @@ class Barrier:
     shard_id: int
     position: bytes
     outbox_sequence: int | None
+
+
+@dataclass(kw_only=True)
+class BlockWrite:
+    """A blocking write in progress, on any backend: the shard, the block its lock call
+    allocated (``ulid_high`` and ``block_start``), the SQL expression numbering its events
+    (``ulid_sql``) and the feed table to insert them into."""
+
+    conn: Any = field(repr=False)
+    info: FeedInfo = field(repr=False)
+    shard_id: int
+    ulid_high: bytes
+    block_start: int
+    ulid_sql: str
+    feed_table: str
+    events: int = 0
+    """Events inserted through ``insert_events`` so far."""
+
+    @property
+    def first_ulid(self) -> bytes:
+        """The first ULID of this write's block (events get it and the ones after).
+
+        >>> BlockWrite(conn=None, info=None, shard_id=0, ulid_high=bytes(8), block_start=-1,
+        ...            ulid_sql="", feed_table="").first_ulid.hex()
+        '0000000000000000ffffffffffffffff'
+        """
+        return self.ulid_high + self.block_start.to_bytes(8, "big", signed=True)
+
+    def _checked_keys(self, keys: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """``keys`` as tuples of the feed's key width, none of them None (InvalidArgument)."""
+        names = self.info.key_names
+        return _checks.keys(keys, len(names), names)
 
 
 class FeedClient:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,7 +52,7 @@ from changefeed.client.errors import (
     NeedsUpgrade,
     translate,
 )
-from changefeed.client.feed import Barrier, Event, FeedClient, Page, SafePoint
+from changefeed.client.feed import Barrier, BlockWrite, Event, FeedClient, Page, SafePoint
 
 
 def run(conn: Any, query: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -115,8 +115,8 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
     )
 
 
-@dataclass
-class Write:
+@dataclass(kw_only=True)
+class Write(BlockWrite):
     """The write in progress of :meth:`PostgresFeed.write` (blocking mode).
 
     ``ulid_sql`` is an SQL expression giving the next ULID of this write each time it is
@@ -130,21 +130,7 @@ class Write:
         )
     """
 
-    conn: Any = field(repr=False)
-    info: FeedInfo = field(repr=False)
-    shard_id: int
     write_id: int
-    ulid_high: bytes
-    block_start: int
-    ulid_sql: str
-    feed_table: str
-    events: int = 0
-    """Events inserted through :meth:`insert_events` so far."""
-
-    @property
-    def first_ulid(self) -> bytes:
-        """The first ULID of this write's block (events get it and the ones after)."""
-        return self.ulid_high + self.block_start.to_bytes(8, "big", signed=True)
 
     def insert_events(self, keys: Iterable[Sequence[Any]]) -> int:
         """Insert one event per key tuple (in the feed's key column order), in order.
@@ -157,9 +143,7 @@ class Write:
             f"insert into {self.feed_table} (shard_id, ulid, {columns}) "
             f"values (%s, {self.ulid_sql}, {placeholders})"
         )
-        width = len(self.info.key_names)
-        checked = _checks.keys(keys, width, self.info.key_names)
-        rows = [(self.shard_id, *key) for key in checked]
+        rows = [(self.shard_id, *key) for key in self._checked_keys(keys)]
         if not rows:
             return 0
         with self.conn.cursor() as cur:

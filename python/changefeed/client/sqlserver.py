@@ -24,10 +24,11 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from changefeed.client import _checks
 from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_mssql, redact
 from changefeed.client.errors import (
     CannotConnect,
@@ -42,7 +43,7 @@ from changefeed.client.errors import (
     WriteAbandoned,
     WriteInProgress,
 )
-from changefeed.client.feed import Barrier, Event, FeedClient, Page, SafePoint
+from changefeed.client.feed import Barrier, BlockWrite, Event, FeedClient, Page, SafePoint
 
 Row = tuple[Any, ...]
 
@@ -488,34 +489,8 @@ def call(conn: Any, sql: str, params: Row | None = None) -> tuple[list[str], lis
 EVENT_CHUNK = 500
 
 
-def _ulid_argument(value: Any, what: str) -> bytes:
-    if isinstance(value, (bytes, bytearray, memoryview)) and len(bytes(value)) == 16:
-        return bytes(value)
-    shown = f"{len(bytes(value))} bytes" if isinstance(value, (bytes, bytearray)) else repr(value)
-    raise InvalidArgument(
-        f"{what} must be a ULID as 16 bytes (ZERO_ULID for the beginning, or a page's "
-        f"cursor), got {shown}"
-    )
-
-
-def _shard_argument(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"shard must be an int (any 32-bit integer), got {value!r}")
-    return int(value)
-
-
-def _write_id_argument(value: Any) -> str:
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise InvalidArgument(
-            f"write_id must be a uuid.UUID or its text, as safe_point's oldest pending write "
-            f"or SqlServerWrite.write_id report it, got {value!r}"
-        ) from None
-
-
-@dataclass
-class SqlServerWrite:
+@dataclass(kw_only=True)
+class SqlServerWrite(BlockWrite):
     """The write in progress of :meth:`SqlServerFeed.write` (blocking mode).
 
     ``ulid_sql`` numbers events from the feed's sequence
@@ -523,26 +498,12 @@ class SqlServerWrite:
     ``over (order by ...)`` to fix the order within one statement.
     """
 
-    conn: Any = field(repr=False)
-    info: FeedInfo = field(repr=False)
-    shard_id: int
     write_id: uuid.UUID
     session_id: int
-    ulid_high: bytes
-    block_start: int
-    ulid_sql: str
-    feed_table: str
-    events: int = 0
-    """Events inserted through :meth:`insert_events` so far."""
-
-    @property
-    def first_ulid(self) -> bytes:
-        """The first ULID of this write's block."""
-        return self.ulid_high + self.block_start.to_bytes(8, "big", signed=True)
 
     def insert_events(self, keys: Iterable[Sequence[Any]]) -> int:
         """Insert one event per key tuple (in the feed's key column order), in order."""
-        rows = [tuple(key) for key in keys]
+        rows = self._checked_keys(keys)
         for start in range(0, len(rows), EVENT_CHUNK):
             chunk = rows[start : start + EVENT_CHUNK]
             params = tuple(v for n, key in enumerate(chunk) for v in (n, *key))
@@ -650,7 +611,8 @@ class SqlServerFeed(FeedClient):
         (:func:`publish_sql`) or :meth:`release`. On an error the write is released.
         """
         info = self._require(conn, "blocking", "lock")
-        shard = _shard_argument(shard)
+        shard = _checks.shard(shard)
+        time_hint = _checks.time_hint(time_hint)
         if getattr(conn, "autocommit_state", True) is False:
             raise LockInTransaction(
                 f"feed {self.feed_id}: the lock call needs a connection in autocommit mode, "
@@ -723,9 +685,11 @@ class SqlServerFeed(FeedClient):
         ``sysutcdatetime()``.
         """
         query = self.outbox_sql(conn, with_time_hint=time_hint is not None)
-        shard = _shard_argument(shard)
+        shard = _checks.shard(shard)
+        time_hint = _checks.time_hint(time_hint)
+        names = self.info(conn).key_names
         prefix: tuple[Any, ...] = (shard, time_hint) if time_hint is not None else (shard,)
-        rows = [(*prefix, *key) for key in keys]
+        rows = [(*prefix, *key) for key in _checks.keys(keys, len(names), names)]
         head, _, row = query.rpartition(" values ")
         # Multi-row VALUES lists of EVENT_CHUNK rows: one round trip per chunk.
         for start in range(0, len(rows), EVENT_CHUNK):
@@ -744,8 +708,10 @@ class SqlServerFeed(FeedClient):
         0 means nothing was left to move.
         """
         info = self._require(conn, "outbox", "move_outbox")
+        shard = _checks.shard(shard)
+        max_rows = _checks.positive(max_rows, "max_rows")
         start = self.safe_point(conn, shard).safe_point
-        return move_outbox(conn, info, _shard_argument(shard), start, max_rows, max_calls=1)
+        return move_outbox(conn, info, shard, start, max_rows, max_calls=1)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -760,11 +726,10 @@ class SqlServerFeed(FeedClient):
         report it). Resume from ``page.cursor``.
         """
         info = self.info(conn)
-        cursor = _ulid_argument(cursor, "cursor")
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-            raise InvalidArgument(f"page_size must be an int of at least 1, got {page_size!r}")
+        cursor = _checks.ulid(cursor, "cursor")
+        page_size = _checks.positive(page_size, "page_size")
         with translating():
-            rows = read_feed(conn, info, _shard_argument(shard), cursor, page_size)
+            rows = read_feed(conn, info, _checks.shard(shard), cursor, page_size)
         events = [Event(int(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows]
         return Page(events=events, cursor=events[-1].ulid if events else cursor)
 
@@ -772,7 +737,7 @@ class SqlServerFeed(FeedClient):
         """The shard's safe point, head and number of pending writes (one snapshot)."""
         info = self.info(conn)
         names, rows = call(
-            conn, f"exec {_object(info, 'safe_point')} @shard_id = %s", (_shard_argument(shard),)
+            conn, f"exec {_object(info, 'safe_point')} @shard_id = %s", (_checks.shard(shard),)
         )
         if not rows:
             return SafePoint(ZERO_ULID, ZERO_ULID, 0)
@@ -789,7 +754,7 @@ class SqlServerFeed(FeedClient):
         _, rows = call(
             conn,
             f"exec {_object(info, 'tombstone')} @shard_id = %s, @session_id = %s, @write_id = %s",
-            (_shard_argument(shard), int(session_id), _write_id_argument(write_id)),
+            (_checks.shard(shard), int(session_id), _checks.write_id(write_id)),
         )
         return bool(rows[0][0])
 
@@ -798,7 +763,7 @@ class SqlServerFeed(FeedClient):
     def barrier_acquire(self, conn: Any, shard: int) -> Barrier:
         """A barrier covering every transaction committed before this call."""
         info = self.info(conn)
-        shard = _shard_argument(shard)
+        shard = _checks.shard(shard)
         _, rows = call(conn, f"exec {_object(info, 'barrier_acquire')} @shard_id = %s", (shard,))
         position, sequence = rows[0]
         return Barrier(
@@ -812,7 +777,7 @@ class SqlServerFeed(FeedClient):
             conn,
             f"exec {_object(info, 'barrier_check')} @shard_id = %s, @position = %s, "
             "@outbox_sequence = %s",
-            (barrier.shard_id, _ulid_argument(barrier.position, "barrier.position"),
+            (barrier.shard_id, _checks.ulid(barrier.position, "barrier.position"),
              barrier.outbox_sequence),
         )  # fmt: skip
         return bool(rows[0][0])

@@ -419,15 +419,8 @@ begin
                         set @burned = 0;
                         begin try
                             begin transaction;
-                            delete from @holders;
-                            update w
-                            set state = 2, ended_at = sysutcdatetime(), end_reason = N''stall''
-                            output deleted.session_id, deleted.write_id, deleted.first_ulid
-                                into @holders (session_id, write_id, first_ulid)
-                            from [changefeed].[session:shop.orders] as w with (readcommittedlock, readpast)
-                            where w.shard_id = @shard_id and w.state = 0 and w.generation = @g;
-                            update [changefeed].[state:shop.orders]
-                            set generation = generation + 1
+                            select @g_now = generation
+                            from [changefeed].[state:shop.orders] with (updlock, rowlock)
                             where
                                 shard_id = @shard_id
                                 and generation = @g
@@ -436,6 +429,16 @@ begin
                                 and ulid_low = @low1;
                             if @@rowcount = 1
                             begin
+                                delete from @holders;
+                                update w
+                                set state = 2, ended_at = sysutcdatetime(), end_reason = N''stall''
+                                output deleted.session_id, deleted.write_id, deleted.first_ulid
+                                    into @holders (session_id, write_id, first_ulid)
+                                from [changefeed].[session:shop.orders] as w with (readcommittedlock, readpast)
+                                where w.shard_id = @shard_id and w.state = 0 and w.generation = @g;
+                                update [changefeed].[state:shop.orders]
+                                set generation = generation + 1
+                                where shard_id = @shard_id and generation = @g;
                                 -- No pending session to name (the holder registered none): the incident names none.
                                 select @holder_session_id = null, @holder_write_id = null;
                                 select top (1) @holder_session_id = session_id, @holder_write_id = write_id
@@ -476,8 +479,8 @@ begin
             -- the lock back just before its commit and its session row stays locked until
             -- the commit ends. readpast leaves that one alone, so a lock call never waits
             -- for another write''s commit (readcommittedlock: readpast needs locking reads
-            -- where READ_COMMITTED_SNAPSHOT is on). Sessions before the state row: the
-            -- same lock order as burns and tombstones.
+            -- where READ_COMMITTED_SNAPSHOT is on). Sessions before the state row, as
+            -- tombstones (burns lock the state row first but never wait for a session).
             update w
             set state = 2, ended_at = sysutcdatetime(), end_reason = N''reaped''
             from [changefeed].[session:shop.orders] as w with (readcommittedlock, readpast)
@@ -653,6 +656,7 @@ begin
 end';
 exec sp_executesql N'create or alter function [changefeed].[ulid:shop.orders](@v bigint)
 returns binary(16)
+with schemabinding
 as
 begin
     -- changefeed protocol 2, blocking mode (docs/protocol.md section 3)

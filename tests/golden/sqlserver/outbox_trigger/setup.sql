@@ -262,6 +262,11 @@ exec sp_executesql N'alter table [changefeed].[state:shop.order_lines] set (lock
 exec sp_executesql N'alter table [changefeed].[feed:shop.order_lines] set (lock_escalation = disable)';
 exec sp_executesql N'alter table [changefeed].[outbox:shop.order_lines] set (lock_escalation = disable)';
 exec sp_executesql N'alter table [changefeed].[session:shop.order_lines] set (lock_escalation = disable)';
+if convert(int, serverproperty('ProductMajorVersion')) >= 15 or convert(int, serverproperty('EngineEdition')) in (5, 8)
+    exec sp_executesql N'if exists (
+    select 1 from sys.indexes
+    where object_id = object_id(N''[changefeed].[outbox:shop.order_lines]'') and is_primary_key = 1 and optimize_for_sequential_key = 0)
+    alter index [pk:outbox:shop.order_lines] on [changefeed].[outbox:shop.order_lines] set (optimize_for_sequential_key = on)';
 exec sp_executesql N'create type [changefeed].[type:read:shop.order_lines] as table (
     ulid binary(16) not null primary key,
     [tenant_id] uniqueidentifier not null,
@@ -288,6 +293,20 @@ begin catch
         error_message(), N' (it must give an int from the columns of one source row, never null)');
     throw 51058, @msg, 1;
 end catch;
+if not exists (
+    select 1
+    from sys.dm_exec_describe_first_result_set(N'select (abs(checksum([sku])) % 4) as shard_id from [shop].[order_lines] as s', null, 0)
+    where system_type_name in (N'int', N'smallint', N'tinyint'))
+begin
+    set @msg = concat(
+        N'changefeed: the shard expression abs(checksum([sku])) % 4 of the feed shop.order_lines gives ',
+        isnull((
+            select top (1) isnull(system_type_name, error_message)
+            from sys.dm_exec_describe_first_result_set(N'select (abs(checksum([sku])) % 4) as shard_id from [shop].[order_lines] as s', null, 0)), N'no column'),
+        N' on ', N'[shop].[order_lines]',
+        N'; it must give an int (int, smallint or tinyint): convert it, e.g. convert(int, ...), or use checksum(...) & 2147483647');
+    throw 51058, @msg, 1;
+end;
 exec sp_executesql N'create or alter procedure [changefeed].[feed_write_lock:shop.order_lines]
     @shard_id int,
     @lock_timeout int = -1,
@@ -814,26 +833,27 @@ begin
     set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
     if @released = 1 and @outbox_sequence is not null
     begin
+        -- Transaction-owned, in a transaction of its own: an interrupted call (a client
+        -- timeout) is rolled back by xact_abort and so gives the lock back, where a
+        -- session-owned lock would stay with the (pooled) connection and hold every mover
+        -- of the shard off. Released explicitly too, for a caller inside a transaction.
         set @name = concat(N''changefeed/shop.order_lines/'', @shard_id, N''/mover'');
+        begin transaction;
         exec @rc = sp_getapplock
-            @Resource = @name, @LockMode = N''Shared'', @LockOwner = N''Session'',
+            @Resource = @name, @LockMode = N''Shared'', @LockOwner = N''Transaction'',
             @LockTimeout = 30000, @DbPrincipal = N''public'';
         if @rc < 0
         begin
+            commit;
             set @msg = concat(N''changefeed: barrier_check could not take the mover lock of '', N''shop.order_lines'', N'' shard '', @shard_id, N'' (sp_getapplock returned '', @rc, N'')'');
             throw 51046, @msg, 1;
         end;
-        begin try
-            if exists (
-                select 1 from [changefeed].[outbox:shop.order_lines] with (readcommittedlock, readpast)
-                where shard_id = @shard_id and order_sequence <= @outbox_sequence)
-                set @released = 0;
-        end try
-        begin catch
-            exec sp_releaseapplock @Resource = @name, @LockOwner = N''Session'', @DbPrincipal = N''public'';
-            throw;
-        end catch;
-        exec sp_releaseapplock @Resource = @name, @LockOwner = N''Session'', @DbPrincipal = N''public'';
+        if exists (
+            select 1 from [changefeed].[outbox:shop.order_lines] with (readcommittedlock, readpast)
+            where shard_id = @shard_id and order_sequence <= @outbox_sequence)
+            set @released = 0;
+        exec sp_releaseapplock @Resource = @name, @LockOwner = N''Transaction'', @DbPrincipal = N''public'';
+        commit;
     end;
     select @released as released;
 end';
@@ -843,27 +863,70 @@ begin
     -- changefeed protocol 2 (docs/protocol.md section 9)
     set nocount on;
     set transaction isolation level read committed;
-    select st.shard_id
-    from [changefeed].[state:shop.order_lines] as st
-    union
+    declare @shards table (shard_id int not null primary key);
+    declare @shard int, @next int;
+    insert into @shards (shard_id)
+    select shard_id from [changefeed].[state:shop.order_lines];
     -- readpast: an outbox row still locked belongs to a transaction that has not committed
     -- (or to a mover publishing it, whose shard then has a state row); waiting for it could
     -- take a whole application transaction (readcommittedlock: readpast needs locking reads
     -- under RCSI).
-    select o.shard_id
-    from [changefeed].[outbox:shop.order_lines] as o with (readcommittedlock, readpast)
+    select top (1) @shard = shard_id
+    from [changefeed].[outbox:shop.order_lines] with (readcommittedlock, readpast)
     order by shard_id;
+    while @shard is not null
+    begin
+        if not exists (select 1 from @shards where shard_id = @shard)
+            insert into @shards (shard_id) values (@shard);
+        set @next = null;
+        select top (1) @next = shard_id
+        from [changefeed].[outbox:shop.order_lines] with (readcommittedlock, readpast)
+        where shard_id > @shard
+        order by shard_id;
+        set @shard = @next;
+    end;
+    select shard_id from @shards order by shard_id;
 end';
-exec sp_executesql N'create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
+if not exists (
+    select 1 from sys.triggers as t
+    where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') and t.is_disabled = 0
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), N'create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
 after insert, update, delete
 as
 begin
     set nocount on;
-    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
+    declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null, [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);
+    insert into @changed (shard_id, [tenant_id], [sku], [version])
     select (abs(checksum([sku])) % 4), i.[tenant_id], i.[sku], i.[version] from inserted as i
     union
     select (abs(checksum([sku])) % 4), d.[tenant_id], d.[sku], d.[version] from deleted as d;
-end';
+    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
+    select shard_id, [tenant_id], [sku], [version] from @changed;
+end'))
+begin
+    begin try
+        exec sp_executesql N'set lock_timeout 10000;
+exec sp_executesql N''create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
+after insert, update, delete
+as
+begin
+    set nocount on;
+    declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null, [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);
+    insert into @changed (shard_id, [tenant_id], [sku], [version])
+    select (abs(checksum([sku])) % 4), i.[tenant_id], i.[sku], i.[version] from inserted as i
+    union
+    select (abs(checksum([sku])) % 4), d.[tenant_id], d.[sku], d.[version] from deleted as d;
+    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
+    select shard_id, [tenant_id], [sku], [version] from @changed;
+end'';
+enable trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines];';
+    end try
+    begin catch
+        if error_number() = 1222
+            throw 51061, N'changefeed: could not change the capture trigger of [shop].[order_lines] within 10000 ms: transactions on the table held it (a trigger change needs a schema lock on the table); nothing was changed, retry when the table is quieter', 1;
+        throw;
+    end catch;
+end;
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';

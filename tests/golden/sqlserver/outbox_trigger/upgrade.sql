@@ -71,6 +71,8 @@ exec sp_executesql N'alter table [changefeed].[outbox:shop.order_lines] set (loc
 
 exec sp_executesql N'alter table [changefeed].[session:shop.order_lines] set (lock_escalation = disable)';
 
+-- @@as in setup.sql@@ if convert(int, serverproperty('ProductMajorVersion')) >= 15 or convert(int, serverproperty('EngineEdition')) in (5, 8)
+
 -- @@as in setup.sql@@ if object_id(N'[shop].[order_lines]', N'U') is null
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[feed_write_lock:shop.order_lines]
@@ -87,7 +89,7 @@ exec sp_executesql N'alter table [changefeed].[session:shop.order_lines] set (lo
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.order_lines]
 
--- @@as in setup.sql@@ exec sp_executesql N'create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
+-- @@as in setup.sql@@ if not exists (
 
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
