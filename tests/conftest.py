@@ -50,6 +50,7 @@ SPARK_LANE = (
     "tests/test_spark_consumer_window.py",
     "tests/test_spark_udfs.py",
     "tests/test_ulid_sql_macros.py",
+    "tests/sqlserver_live/test_spark_source_live.py",
 )
 #: The longest of the other groups, first in their lane.
 LONGEST_FIRST = (
