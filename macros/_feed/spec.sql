@@ -404,17 +404,15 @@
     {{ exceptions.raise_compiler_error(
         "changefeed: object kind '" ~ kind ~ "' is too long for a " ~ max_length ~ "-" ~ unit ~ " name") }}
   {%- endif -%}
-  {%- set state = namespace(prefix='', full=false) -%}
-  {%- for character in spec['feed_id'] -%}
-    {%- if not state.full -%}
-      {%- if changefeed._feed_name_length(state.prefix ~ character, unit) <= budget -%}
-        {%- set state.prefix = state.prefix ~ character -%}
-      {%- else -%}
-        {%- set state.full = true -%}
-      {%- endif -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return(kind ~ ':' ~ state.prefix ~ suffix) }}
+  {#- The longest prefix of the feed id that fits the budget: cut the encoded id at the
+      budget and drop the character the cut split (a UTF-8 sequence or a surrogate pair),
+      instead of measuring the prefix one character at a time. -#}
+  {%- if unit == 'bytes' -%}
+    {%- set prefix = spec['feed_id'].encode('utf-8')[:budget].decode('utf-8', 'ignore') -%}
+  {%- else -%}
+    {%- set prefix = spec['feed_id'].encode('utf-16-le')[:budget * 2].decode('utf-16-le', 'ignore') -%}
+  {%- endif -%}
+  {{ return(kind ~ ':' ~ prefix ~ suffix) }}
 {% endmacro %}
 
 
