@@ -21,11 +21,13 @@ from tests.support.real_parts import unavailable
 # tests read the Spark kill scenario (a session fixture of two minutes) are one group, so
 # that the scenario runs once.
 #
-# Two lanes: on 2 cores two groups that both run Spark (a local session, the kill
-# scenario's drivers, the demo) slow each other down more than a second worker gains, so
-# only the first worker takes Spark groups, and it takes them before anything else; the
-# other workers take the remaining groups, and the first joins them when its Spark groups
-# are done. Within a lane, groups go out in collection order, longest first.
+# Two lanes: on 2 cores two heavy Spark groups (the kill scenario's drivers, Delta and
+# Iceberg, the demo, the landing kills) slow each other down more than a second worker
+# gains, so only the first worker takes Spark groups, and it takes them before anything
+# else; the other workers take the remaining groups, and then the light Spark groups from
+# the back of the Spark lane (one local session each, short), while the first worker joins
+# the other lane when its Spark groups are done. Within a lane, groups go out in
+# collection order, longest first.
 #
 # The groups are computed from node ids by the scheduler below rather than with
 # `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,
@@ -52,6 +54,9 @@ SPARK_LANE = (
     "tests/test_ulid_sql_macros.py",
     "tests/sqlserver_live/test_spark_source_live.py",
 )
+#: The Spark groups only the first worker may take: two of them at once on 2 cores are
+#: slower than one after the other.
+HEAVY_SPARK = SPARK_LANE[:4]
 #: The longest of the other groups, first in their lane.
 LONGEST_FIRST = (
     *SPARK_LANE,
@@ -99,7 +104,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             other = [s for s in scopes if s not in SPARK_LANE]
             if spark_node:
                 return (spark or other or [None])[0]
-            return (other or [None])[0]
+            light = [s for s in spark if s not in HEAVY_SPARK]
+            return (other or light[-1:] or [None])[0]
 
         def _assign_work_unit(self, node: Any) -> None:
             # LoadScopeScheduling's, with the scope chosen by lane instead of the queue's
