@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from tests.support import spark_source as kit
 
+from changefeed.client import PostgresFeed
 from changefeed.spark.source import register
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -17,7 +19,15 @@ pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 def run_available_now(spark: Any, uri: str, feed: str, sink: Path, checkpoint: Path,
                       **extra: Any) -> Any:  # fmt: skip
     """One availableNow run of the stream into a parquet sink; returns the query."""
-    query = (
+    query = start_available_now(spark, uri, feed, sink, checkpoint, **extra)
+    query.awaitTermination(180)
+    assert query.exception() is None
+    return query
+
+
+def start_available_now(spark: Any, uri: str, feed: str, sink: Path, checkpoint: Path,
+                        **extra: Any) -> Any:  # fmt: skip
+    return (
         spark.readStream.format("changefeed")
         .options(**kit.options(uri, feed, **extra))
         .load()
@@ -27,9 +37,6 @@ def run_available_now(spark: Any, uri: str, feed: str, sink: Path, checkpoint: P
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(180)
-    assert query.exception() is None
-    return query
 
 
 def test_restart_from_checkpoint_gives_every_event_once(
@@ -121,3 +128,40 @@ def test_now_then_a_replayed_micro_batch_reads_the_same_events(
     later = [row for _, rows in replay_run[1:] + seen for row in rows]
     assert sorted(batch_rows + later) == [r for r in kit.feed_rows(pg_uri, feed) if r[2] > 10]
     assert {r[0] for r in later} == {0, 5}
+
+
+def test_a_stream_registers_its_committed_cursors_and_stops_behind_retention(
+    spark: Any, pg_uri: str, dbt: Any, tmp_path: Path
+) -> None:
+    """Protocol 8.1 for format("changefeed"): with the option consumer, each committed
+    micro-batch registers its end offset, so retention removes only what the query read;
+    after an override removed unread events, the query and a batch read from the
+    beginning fail naming the re-snapshot instead of skipping them."""
+    register(spark)
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 6, 3)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    client = PostgresFeed(feed)
+    run_available_now(spark, pg_uri, feed, sink, checkpoint, consumer="orders-stream")
+    first_end = kit.safe_point(pg_uri, feed, 0)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        # Spark tells a source that a batch committed when it plans the next one: nothing
+        # registered yet, so retention keeps everything (more, never less).
+        assert client.consumers(conn) == []
+    kit.write_many_blocking(pg_uri, feed, 0, 7, 2, 2)
+    run_available_now(spark, pg_uri, feed, sink, checkpoint, consumer="orders-stream")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        assert client.consumers(conn) == [("orders-stream", 0, first_end)]
+        assert [r.removed for r in client.retain(conn, keep_last=0)] == [6]  # registered: 6
+        kit.write_many_blocking(pg_uri, feed, 0, 9, 2, 2)
+        removed = client.retain(conn, keep_last=0, override_consumers=True)
+        assert [r.removed for r in removed] == [4]
+    query = start_available_now(spark, pg_uri, feed, sink, checkpoint, consumer="orders-stream")
+    with pytest.raises(Exception) as failed:  # Spark wraps it; its text is checked below
+        query.awaitTermination(180)
+    error = str(failed.value)
+    assert "streaming query of format('changefeed') fell behind retention" in error
+    assert "Re-snapshot" in error
+    assert spark.read.parquet(str(sink)).count() == 8  # nothing after the gap was written
+    with pytest.raises(Exception, match="fell behind retention"):
+        spark.read.format("changefeed").options(**kit.options(pg_uri, feed)).load().count()

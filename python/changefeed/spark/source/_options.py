@@ -14,6 +14,7 @@ from changefeed.spark.source._positions import (
     decode_offset,
     parse_starting_position,
 )
+from changefeed.spark.source._retention import consumer_name
 
 DEFAULT_PAGE_SIZE = 10_000
 
@@ -31,6 +32,7 @@ OPTIONS = {
     "payload": "payload",
     "moveoutbox": "moveOutbox",
     "changefeedschema": "changefeedSchema",
+    "consumer": "consumer",
 }
 _FEED = re.compile(r"[^.\s]+\.[^.\s]+")
 
@@ -47,6 +49,8 @@ class FeedOptions:
     payload: bool
     move_outbox: bool
     changefeed_schema: str
+    consumer: str | None = None
+    """The name this reader's committed cursors are registered under (retention)."""
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -132,4 +136,5 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
         move_outbox=_flag(lowered, "moveoutbox", True),
         changefeed_schema=str(lowered.get("changefeedschema", "changefeed")).strip()
         or "changefeed",
+        consumer=consumer_name(lowered.get("consumer")),
     )

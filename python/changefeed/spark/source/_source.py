@@ -37,9 +37,11 @@ from changefeed.spark.source._backend import (
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._options import FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._retention import SOURCE_FIX, check_not_behind
 from changefeed.spark.source._types import BatchBuilder
 
 FORMAT_NAME = "changefeed"
+_STREAM = "this streaming query of format('changefeed')"
 
 
 @dataclass
@@ -125,7 +127,9 @@ def plan_cursors(
             shards = list(options.shards) if options.shards is not None else backend.shards(info)
             ends = _publish_and_snapshot(backend, options, info, shards)
             now = ends
-    return _starts(options, shards, now), {shard: ends[shard] for shard in shards}
+        starts = _starts(options, shards, now)
+        check_not_behind(backend, info, starts, "this read of format('changefeed')", SOURCE_FIX)
+    return starts, {shard: ends[shard] for shard in shards}
 
 
 def partitions_for(
@@ -200,7 +204,7 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         self._last: dict[str, Any] | None = None
 
     def initialOffset(self) -> dict[str, Any]:
-        with open_backend(self.options.connection, self.options.changefeed_schema) as backend:
+        with self._backend() as backend:
             shards = self._shards(backend)
             now = (
                 _publish_and_snapshot(backend, self.options, self.info, shards)
@@ -217,7 +221,7 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         return backend.shards(self.info)
 
     def _current(self) -> dict[int, bytes]:
-        with open_backend(self.options.connection, self.options.changefeed_schema) as backend:
+        with self._backend() as backend:
             return _publish_and_snapshot(backend, self.options, self.info, self._shards(backend))
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -240,10 +244,31 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         return offset
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return partitions_for(self.options, self.info, decode_offset(start), decode_offset(end))
+        starts = decode_offset(start)
+        if "retention" in self.info.names:
+            with self._backend() as backend:
+                check_not_behind(backend, self.info, starts, _STREAM, SOURCE_FIX)
+        return partitions_for(self.options, self.info, starts, decode_offset(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to release: the cursor lives in Spark's checkpoint (offsets log)."""
+        """The cursor of record lives in Spark's checkpoint (its offsets and commit logs);
+        with the option ``consumer``, the committed cursors are also registered in the
+        database, so that retention keeps every event after them (protocol 8.1).
+
+        Spark calls this for a batch when it plans the next one (or restarts), so the
+        registered cursor lags one micro-batch behind: retention keeps more, never less.
+        """
+        if self.options.consumer is None:
+            return
+        cursors = decode_offset(end)
+        with self._backend() as backend:
+            # Checked first for the same message as a read's: save_cursor refuses such a
+            # cursor too (CF013), but in the database's words.
+            check_not_behind(backend, self.info, cursors, _STREAM, SOURCE_FIX)
+            backend.save_cursors(self.info, self.options.consumer, cursors)
+
+    def _backend(self) -> Backend:
+        return open_backend(self.options.connection, self.options.changefeed_schema)
