@@ -33,6 +33,7 @@ OPTIONS = {
     "moveoutbox": "moveOutbox",
     "changefeedschema": "changefeedSchema",
     "consumer": "consumer",
+    "maxeventspertrigger": "maxEventsPerTrigger",
 }
 _FEED = re.compile(r"[^.\s]+\.[^.\s]+")
 
@@ -51,6 +52,8 @@ class FeedOptions:
     changefeed_schema: str
     consumer: str | None = None
     """The name this reader's committed cursors are registered under (retention)."""
+    max_events_per_trigger: int | None = None
+    """Streaming: about this many events per micro-batch, never splitting a transaction."""
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -63,6 +66,19 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     if text in ("false", "0", "no"):
         return False
     raise ChangefeedSourceError(f"option {OPTIONS[name]} must be true or false, got {raw!r}")
+
+
+def _positive(options: Mapping[str, str], name: str) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value < 2**31:
+        raise ChangefeedSourceError(
+            f"option {OPTIONS[name]} must be a positive integer (events), got {raw!r}"
+        )
+    return value
 
 
 def parse_shards(raw: str | None) -> tuple[int, ...] | None:
@@ -112,6 +128,7 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
         page_size = 0
     if page_size < 1 or page_size >= 2**31:
         raise ChangefeedSourceError(f"option pageSize must be a positive integer, got {raw_page!r}")
+    max_events = _positive(lowered, "maxeventspertrigger")
     starting_offsets = (
         decode_offset(str(lowered["startingoffsets"]), what="startingOffsets")
         if "startingoffsets" in lowered
@@ -137,4 +154,5 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
         changefeed_schema=str(lowered.get("changefeedschema", "changefeed")).strip()
         or "changefeed",
         consumer=consumer_name(lowered.get("consumer")),
+        max_events_per_trigger=max_events,
     )

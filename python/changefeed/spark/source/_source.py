@@ -35,6 +35,7 @@ from changefeed.spark.source._backend import (
     read_range,
 )
 from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._limits import bounded_ends
 from changefeed.spark.source._options import FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset
 from changefeed.spark.source._retention import SOURCE_FIX, check_not_behind
@@ -162,6 +163,11 @@ class FeedDataSource(DataSource):
         return describe(self.feed_options).layout().spark_schema()
 
     def reader(self, schema: Any) -> FeedBatchReader:
+        if self.feed_options.max_events_per_trigger is not None:
+            raise ChangefeedSourceError(
+                "option maxEventsPerTrigger bounds the micro-batches of spark.readStream; a "
+                "batch read reads up to endingOffsets (or the safe points): remove it"
+            )
         return FeedBatchReader(self.feed_options, _checked(self.feed_options, schema))
 
     def streamReader(self, schema: Any) -> FeedStreamReader:
@@ -231,15 +237,28 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
-        if start is None:  # Spark < 4.2 calls latestOffset() without arguments
+        # Only a start Spark gave or confirmed may be bounded: Spark 4.1 calls this without
+        # arguments, and under availableNow before it tells the source (partitions(latest,
+        # latest)) where a restarted checkpoint stands; a bounded end counted from the
+        # initial offset could then lie below the checkpoint and read events again.
+        known = start is not None or self._last is not None
+        if start is None:
             start = self._last if self._last is not None else self.initialOffset()
         begin = decode_offset(start)
-        latest = self._target if self._target is not None else self._current()
-        ends = dict(begin)
         default = self.options.starting_position.fixed_cursor()
-        for shard, point in latest.items():
-            ends[shard] = max(point, begin.get(shard, default))
-        offset = encode_offset(ends)
+        with self._backend() as backend:
+            if self._target is not None:
+                latest = self._target
+            else:
+                latest = _publish_and_snapshot(
+                    backend, self.options, self.info, self._shards(backend)
+                )
+            starts = {shard: begin.get(shard, default) for shard in latest}
+            tops = {shard: max(point, starts[shard]) for shard, point in latest.items()}
+            if self.options.max_events_per_trigger is not None and known:
+                limit_events = self.options.max_events_per_trigger
+                tops = bounded_ends(backend, self.info, starts, tops, limit_events)
+        offset = encode_offset({**begin, **tops})
         self._last = offset
         return offset
 
@@ -248,6 +267,9 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         if "retention" in self.info.names:
             with self._backend() as backend:
                 check_not_behind(backend, self.info, starts, _STREAM, SOURCE_FIX)
+        # The next micro-batch starts where this one ends; on a restart Spark calls this
+        # with the newest logged offset at both ends before anything else (Spark 4.1).
+        self._last = end
         return partitions_for(self.options, self.info, starts, decode_offset(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
