@@ -232,3 +232,45 @@ def test_max_events_per_trigger_bounds_micro_batches_at_transaction_boundaries(
     replay.awaitTermination(180)
     assert replay.exception() is None
     assert seen[last] == logged and len(logged) <= 8
+
+
+def test_min_events_per_trigger_waits_at_most_max_trigger_delay(
+    spark: Any, pg_uri: str, dbt: Any
+) -> None:
+    """minEventsPerTrigger=10, maxTriggerDelay=10s: 4 new events wait for the delay, then
+    come in one micro-batch; 12 new events come at the next trigger."""
+    register(spark)
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    arrived: dict[int, tuple[float, list[int]]] = {}
+
+    def collect(frame: Any, batch_id: int) -> None:
+        arrived[batch_id] = (time.monotonic(), [r[0] for r in kit.rows_of(frame, "id")])
+
+    def wait_for(count: int) -> float:
+        deadline = time.monotonic() + 120
+        while sum(len(ids) for _, ids in arrived.values()) < count:
+            assert query.exception() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        return max(at for at, _ in arrived.values())
+
+    started = time.monotonic()
+    query = (
+        spark.readStream.format("changefeed")
+        .options(**kit.options(pg_uri, feed, minEventsPerTrigger=10, maxTriggerDelay="10s"))
+        .load()
+        .writeStream.foreachBatch(collect)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        kit.write_many_blocking(pg_uri, feed, 0, 1, 4, 4)
+        few = wait_for(4)
+        assert few - started >= 10  # held back until maxTriggerDelay after the first batch
+        kit.write_many_blocking(pg_uri, feed, 0, 5, 12, 12)
+        written = time.monotonic()
+        many = wait_for(16)
+        assert many - written < 10  # enough events: no waiting for the delay
+    finally:
+        query.stop()
+    batches = [ids for _, (_, ids) in sorted(arrived.items()) if ids]
+    assert batches == [[1, 2, 3, 4], list(range(5, 17))]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from changefeed.spark.source._backend import Connection, parse_connection
 from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._limits import parse_delay
 from changefeed.spark.source._positions import (
     StartingPosition,
     decode_offset,
@@ -17,6 +18,8 @@ from changefeed.spark.source._positions import (
 from changefeed.spark.source._retention import consumer_name
 
 DEFAULT_PAGE_SIZE = 10_000
+#: Seconds a minEventsPerTrigger query waits at most (Spark's Kafka source: 15 minutes).
+DEFAULT_TRIGGER_DELAY = 900.0
 
 #: Option name (lower case, as Spark's options are case-insensitive) -> documented spelling.
 OPTIONS = {
@@ -34,6 +37,8 @@ OPTIONS = {
     "changefeedschema": "changefeedSchema",
     "consumer": "consumer",
     "maxeventspertrigger": "maxEventsPerTrigger",
+    "mineventspertrigger": "minEventsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
 }
 _FEED = re.compile(r"[^.\s]+\.[^.\s]+")
 
@@ -54,6 +59,10 @@ class FeedOptions:
     """The name this reader's committed cursors are registered under (retention)."""
     max_events_per_trigger: int | None = None
     """Streaming: about this many events per micro-batch, never splitting a transaction."""
+    min_events_per_trigger: int | None = None
+    """Streaming: no micro-batch with fewer new events, until ``max_trigger_delay``."""
+    max_trigger_delay: float = DEFAULT_TRIGGER_DELAY
+    """Streaming: seconds after the last micro-batch when one runs whatever is new."""
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -129,6 +138,19 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
     if page_size < 1 or page_size >= 2**31:
         raise ChangefeedSourceError(f"option pageSize must be a positive integer, got {raw_page!r}")
     max_events = _positive(lowered, "maxeventspertrigger")
+    min_events = _positive(lowered, "mineventspertrigger")
+    raw_delay = lowered.get("maxtriggerdelay")
+    delay = DEFAULT_TRIGGER_DELAY if raw_delay is None else parse_delay(str(raw_delay))
+    if delay is None:
+        raise ChangefeedSourceError(
+            f"option maxTriggerDelay must be seconds or a number with ms, s, m or h (e.g. "
+            f"15m), got {raw_delay!r}"
+        )
+    if raw_delay is not None and min_events is None:
+        raise ChangefeedSourceError(
+            "option maxTriggerDelay bounds the wait of minEventsPerTrigger: set that too, "
+            "or remove it"
+        )
     starting_offsets = (
         decode_offset(str(lowered["startingoffsets"]), what="startingOffsets")
         if "startingoffsets" in lowered
@@ -155,4 +177,6 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
         or "changefeed",
         consumer=consumer_name(lowered.get("consumer")),
         max_events_per_trigger=max_events,
+        min_events_per_trigger=min_events,
+        max_trigger_delay=delay,
     )

@@ -7,6 +7,7 @@ docs/spark-source.md for the options and the exactly-once argument.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from changefeed.spark.source._backend import (
     read_range,
 )
 from changefeed.spark.source._errors import ChangefeedSourceError
-from changefeed.spark.source._limits import bounded_ends
+from changefeed.spark.source._limits import bounded_ends, events_up_to
 from changefeed.spark.source._options import FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset
 from changefeed.spark.source._retention import SOURCE_FIX, check_not_behind
@@ -163,10 +164,12 @@ class FeedDataSource(DataSource):
         return describe(self.feed_options).layout().spark_schema()
 
     def reader(self, schema: Any) -> FeedBatchReader:
-        if self.feed_options.max_events_per_trigger is not None:
+        options = self.feed_options
+        if options.max_events_per_trigger is not None or options.min_events_per_trigger:
             raise ChangefeedSourceError(
-                "option maxEventsPerTrigger bounds the micro-batches of spark.readStream; a "
-                "batch read reads up to endingOffsets (or the safe points): remove it"
+                "options maxEventsPerTrigger and minEventsPerTrigger shape the micro-batches "
+                "of spark.readStream; a batch read reads up to endingOffsets (or the safe "
+                "points): remove them"
             )
         return FeedBatchReader(self.feed_options, _checked(self.feed_options, schema))
 
@@ -208,6 +211,7 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         self.info = info
         self._target: dict[int, bytes] | None = None
         self._last: dict[str, Any] | None = None
+        self._advanced = time.monotonic()  # when latestOffset last moved (maxTriggerDelay)
 
     def initialOffset(self) -> dict[str, Any]:
         with self._backend() as backend:
@@ -255,12 +259,27 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
                 )
             starts = {shard: begin.get(shard, default) for shard in latest}
             tops = {shard: max(point, starts[shard]) for shard, point in latest.items()}
+            if known and self._waits(backend, starts, tops):
+                return start
             if self.options.max_events_per_trigger is not None and known:
                 limit_events = self.options.max_events_per_trigger
                 tops = bounded_ends(backend, self.info, starts, tops, limit_events)
         offset = encode_offset({**begin, **tops})
+        if offset != start:
+            self._advanced = time.monotonic()
         self._last = offset
         return offset
+
+    def _waits(self, backend: Backend, starts: dict[int, bytes], tops: dict[int, bytes]) -> bool:
+        """minEventsPerTrigger: whether to skip this trigger, having fewer new events and
+        less than maxTriggerDelay since the last micro-batch (never under availableNow,
+        whose target is fixed and must be reached)."""
+        least = self.options.min_events_per_trigger
+        if least is None or self._target is not None:
+            return False
+        if time.monotonic() - self._advanced >= self.options.max_trigger_delay:
+            return False
+        return events_up_to(backend, self.info, starts, tops, least) < least
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         starts = decode_offset(start)
