@@ -237,8 +237,9 @@ def test_max_events_per_trigger_bounds_micro_batches_at_transaction_boundaries(
 def test_min_events_per_trigger_waits_at_most_max_trigger_delay(
     spark: Any, pg_uri: str, dbt: Any
 ) -> None:
-    """minEventsPerTrigger=10, maxTriggerDelay=10s: 4 new events wait for the delay, then
-    come in one micro-batch; 12 new events come at the next trigger."""
+    """minEventsPerTrigger=10, maxTriggerDelay=10s: after the (empty) first micro-batch, 4
+    new events wait for the delay, then come in one micro-batch; 12 new events come at the
+    next trigger."""
     register(spark)
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
     arrived: dict[int, tuple[float, list[int]]] = {}
@@ -263,6 +264,11 @@ def test_min_events_per_trigger_waits_at_most_max_trigger_delay(
         .start()
     )
     try:
+        # Batch 0 first: on Spark 4.1 the first micro-batch of a new query is not shaped
+        # (docs/spark-source.md, Bounded micro-batches).
+        while 0 not in arrived:
+            assert query.exception() is None and time.monotonic() - started < 120
+            time.sleep(0.2)
         kit.write_many_blocking(pg_uri, feed, 0, 1, 4, 4)
         few = wait_for(4)
         assert few - started >= 10  # held back until maxTriggerDelay after the first batch
