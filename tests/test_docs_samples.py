@@ -44,6 +44,7 @@ BIN = Path(sys.executable).parent
 # -- what covers which block ----------------------------------------------------------------
 
 HERE = "tests/test_docs_samples.py"
+FRESHNESS = "tests/test_spark_freshness.py"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
@@ -58,6 +59,8 @@ REGISTRY: dict[str, str] = {
     "python-api-retry": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-land": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sparkfeed": f"{HERE}::test_python_api_samples_run_in_order",
+    "spark-freshness": f"{FRESHNESS}::test_the_documented_declaration_is_the_tested_one",
+    "spark-freshness-command": f"{FRESHNESS}::test_landed_feed_freshness",
     "python-api-ulid": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-local": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sqlserver": f"{HERE}::test_python_api_sqlserver_sample",

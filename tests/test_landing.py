@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from tests.support import spark_source as kit
 
+from changefeed.client import PostgresFeed
 from changefeed.spark.feedtable import BATCH_COLUMN
 from changefeed.spark.landing import ChangefeedSourceError, land
 
@@ -70,6 +71,57 @@ def test_landing_refuses_what_it_cannot_do_safely(spark: Any, pg_uri: str, dbt: 
     land(spark, kit.options(pg_uri, feed), "landing_tests.mismatch")
     with pytest.raises(ChangefeedSourceError, match="payload switched on or off"):
         land(spark, kit.options(pg_uri, feed, payload="true"), "landing_tests.mismatch")
+
+
+def test_retention_keeps_what_a_landing_has_not_landed_and_refuses_one_it_passed(
+    spark: Any, pg_uri: str, dbt: Any
+) -> None:
+    """Protocol 8.1 for a landing: it registers its landed position (under the table's
+    name) after each commit, so retention removes only what the table holds; after an
+    override removed events it has not landed, the next run fails naming the re-snapshot,
+    although no event is left after its cursor (the probe alone would find nothing new)."""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 10, 5)
+    options, table = kit.options(pg_uri, feed), "landing_tests.retained"
+    client = PostgresFeed(feed)
+    assert land(spark, options, table).events == 10
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        assert client.consumers(conn) == [(table, 0, kit.safe_point(pg_uri, feed, 0))]
+        kit.write_many_blocking(pg_uri, feed, 0, 11, 4, 2)
+        kit.write_many_blocking(pg_uri, feed, 1, 100, 3, 3)  # a shard the landing has not seen
+        removed = {r.shard_id: r.removed for r in client.retain(conn, keep_last=0)}
+        # Shard 0: only the landed events; shard 1: none (registered nowhere there yet).
+        assert removed == {0: 10, 1: 0}
+    second = land(spark, options, table)
+    assert (second.batch, second.events) == (2, 7)
+    landed = kit.rows_of(spark.table(table), "shard_id", "ulid", "id")
+    assert [r[2] for r in landed] == [*range(1, 15), 100, 101, 102]
+    assert set(kit.feed_rows(pg_uri, feed)) <= set(landed)  # what is left was landed too
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        assert [c[:2] for c in client.consumers(conn)] == [(table, 0), (table, 1)]
+        assert land(spark, options, table).batch is None  # caught up: every shard registered
+        kit.write_many_blocking(pg_uri, feed, 0, 20, 3, 3)
+        removed = {r.shard_id: r.removed for r in
+                   client.retain(conn, keep_last=0, override_consumers=True)}  # fmt: skip
+        assert removed == {0: 7, 1: 3}
+    with pytest.raises(ChangefeedSourceError) as behind:
+        land(spark, options, table)
+    message = str(behind.value)
+    assert f"landing {table} fell behind retention on feed {feed} shard 0:" in message
+    assert "Re-snapshot" in message and "forget_consumer" in message
+    partitions = [r[0] for r in spark.sql(f"show partitions {table}").collect()]
+    assert partitions == [f"{BATCH_COLUMN}=1", f"{BATCH_COLUMN}=2"]  # nothing landed
+
+
+def test_a_landing_registers_under_the_consumer_option(spark: Any, pg_uri: str, dbt: Any) -> None:
+    feed = kit.create_feed(dbt, pg_uri, "outbox", "id bigint primary key, v text")
+    kit.write_outbox(pg_uri, feed, 2, [{"id": 1, "v": "a"}], ["id"])
+    options = kit.options(pg_uri, feed, consumer="orders landing")
+    assert land(spark, options, "landing_tests.named").events == 1
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        assert PostgresFeed(feed).consumers(conn) == [
+            ("orders landing", 2, kit.safe_point(pg_uri, feed, 2))
+        ]
 
 
 DOC = REPO / "docs" / "spark-source.md"

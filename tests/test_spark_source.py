@@ -192,6 +192,16 @@ def test_the_reader_role_reads_every_shard_without_naming_them(
         ({"connection": "postgresql://x@/db", "feed": "a.b", "shards": "1,x"}, "shards"),
         ({"connection": "postgresql://x@/db", "feed": "a.b", "startingOffsets": '{"0": "zz"}'},
          "32 hex digits"),
+        ({"connection": "postgresql://x@/db", "feed": "a.b", "maxEventsPerTrigger": "0"},
+         "maxEventsPerTrigger must be a positive integer"),
+        ({"connection": "postgresql://x@/db", "feed": "a.b", "maxEventsPerTrigger": "1e3"},
+         "maxEventsPerTrigger must be a positive integer"),
+        ({"connection": "postgresql://x@/db", "feed": "a.b", "minEventsPerTrigger": "5",
+          "maxTriggerDelay": "soon"}, "maxTriggerDelay must be seconds or a number"),
+        ({"connection": "postgresql://x@/db", "feed": "a.b", "maxTriggerDelay": "5m"},
+         "set that too"),
+        ({"connection": "postgresql://x@/db", "feed": "a.b", "consumer": " "},
+         "consumer must be a name of 1 to 200 characters"),
     ],
 )  # fmt: skip
 def test_bad_options_are_named(options: dict[str, str], message: str) -> None:
@@ -212,6 +222,8 @@ def test_errors_reach_the_spark_user(spark: Any, pg_uri: str, blocking: dict[str
         Exception, match=r"endingOffsets .* is above the safe point on shard\(s\) 0"
     ):
         read(spark, pg_uri, blocking["feed"], endingOffsets=future).count()
+    with pytest.raises(Exception, match="maxEventsPerTrigger and minEventsPerTrigger shape"):
+        read(spark, pg_uri, blocking["feed"], maxEventsPerTrigger="10").count()
     unreachable = "postgresql://nobody:s3cret@127.0.0.1:1/nothing?connect_timeout=3"
     with pytest.raises(
         Exception, match=r"cannot connect to PostgreSQL at postgresql://nobody:\*\*\*@"

@@ -49,6 +49,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--no-move-outbox", action="store_true",
                         help="outbox feeds: do not publish the outbox before reading")  # fmt: skip
     parser.add_argument("--changefeed-schema", help="the feeds' schema (default changefeed)")
+    parser.add_argument("--consumer",
+                        help="PostgreSQL: the name the landing registers its position "
+                        "under, for retention and status (default: the table's name)")  # fmt: skip
     parser.add_argument("--continuous", action="store_true",
                         help="run every --interval seconds until SIGINT/SIGTERM")  # fmt: skip
     parser.add_argument("--interval", type=float, default=60.0,
@@ -79,6 +82,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         options["moveOutbox"] = "false"
     if args.changefeed_schema:
         options["changefeedSchema"] = args.changefeed_schema
+    if args.consumer:
+        options["consumer"] = args.consumer
     return options
 
 

@@ -19,7 +19,12 @@ section 11, so dbt-spark consumers read a landed feed exactly like a published o
 3. the rows are written as partition ``changefeed_batch=N`` with a dynamic
    ``insert overwrite``: the partition's registration is the commit. A run killed at any
    moment left nothing readers can see, and its re-run computes the same ``N`` and the
-   same cursors, and replaces whatever the killed run left.
+   same cursors, and replaces whatever the killed run left;
+4. on PostgreSQL, the landed position of each shard is registered for retention
+   (``save_cursor``, protocol 8.1) under the option ``consumer``, by default the table's
+   name, so retention keeps every event the table does not hold yet and ``changefeed
+   status`` shows the landing's lag. A shard whose cursor lies below what retention
+   removed fails the run before anything is read ("fell behind retention").
 
 Never run two landings of one table at the same time (protocol 11, F4).
 """
@@ -42,6 +47,7 @@ from changefeed.spark.source import (
     parse_options,
     register,
 )
+from changefeed.spark.source._retention import LANDING_FIX, check_not_behind
 
 __all__ = ["ChangefeedSourceError", "LandingResult", "land"]
 
@@ -86,10 +92,11 @@ def land(
 
     ``source_options`` are the options of ``format("changefeed")`` (``connection``,
     ``feed`` and optionally ``shards``, ``pageSize``, ``payload``, ``startingPosition``,
-    ``moveOutbox``, ``user``, ``password``, ``changefeedSchema``). ``startingPosition``
-    applies to shards the table has no rows of yet; it must be ``beginning``, a ULID or a
-    timestamp (not ``now``: a moving start cannot be re-derived from the table). The
-    table is created on the first run; an existing table must have the feed's columns.
+    ``moveOutbox``, ``user``, ``password``, ``changefeedSchema``, ``consumer``).
+    ``startingPosition`` applies to shards the table has no rows of yet; it must be
+    ``beginning``, a ULID or a timestamp (not ``now``: a moving start cannot be re-derived
+    from the table). The table is created on the first run; an existing table must have
+    the feed's columns. ``consumer`` names the landing for retention (see the module doc).
     """
     started = time.monotonic()
     options = _landing_options(source_options)
@@ -110,6 +117,9 @@ def land(
         shards = _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
         cursors = {shard: max(heads.get(shard, ZERO_ULID), start) for shard in shards}
+        # Before the probe below, which reads the feed table directly: past the horizon it
+        # would find nothing and call the landing caught up, silently.
+        check_not_behind(backend, info, cursors, f"landing {table.text}", LANDING_FIX)
         if options.move_outbox:
             backend.move_outbox(info, shards)
         safe_points = backend.safe_points(info, shards)
@@ -126,18 +136,34 @@ def land(
     details = {"table": table.text, "batch": batch, "cursors": cursors, "safe_points": ends}
     if on_stage is not None:
         on_stage("planned", details)
+    consumer = options.consumer or table.text
     if not pending:
+        _register(options, info, consumer, ends)
         return LandingResult(table.text, None, 0, cursors, ends, time.monotonic() - started)
 
     starts = {shard: cursors[shard] for shard in pending}
     frame = _source_frame(spark, source_options, info, starts, {s: ends[s] for s in pending})
     _format.write_batch(frame, table, batch)
     events = _format.count_batch(spark, table, batch)
+    _register(options, info, consumer, ends)
     if on_stage is not None:
         on_stage("committed", {**details, "events": events})
     return LandingResult(
         table.text, batch if events else None, events, cursors, ends, time.monotonic() - started
     )
+
+
+def _register(
+    options: FeedOptions, info: SourceFeed, consumer: str, ends: Mapping[int, bytes]
+) -> None:
+    """Register the landed position for retention, after the commit: every event up to
+    ``ends`` is in the table now (or there was none), so retention may remove it. The
+    table's ``max(ulid)`` stays the cursor of record; this copy only holds retention back.
+    """
+    if "save_cursor" not in info.names:
+        return  # SQL Server, or a feed without retention: no connection for nothing
+    with open_backend(options.connection, options.changefeed_schema) as backend:
+        backend.save_cursors(info, consumer, ends)
 
 
 def _landing_options(source_options: Mapping[str, str]) -> FeedOptions:

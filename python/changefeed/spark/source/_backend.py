@@ -152,6 +152,16 @@ class Backend(ABC):
         """Whether ``shard`` has an event with ``after < ulid <= upto`` (one index probe
         of the feed table; ``upto`` must be an observed safe point)."""
 
+    def horizons(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
+        """Per shard, the newest event retention removed (protocol 8.1); shards retention
+        never touched are left out. Only PostgreSQL feeds have retention so far."""
+        return {}
+
+    def save_cursors(self, info: SourceFeed, consumer: str, cursors: Mapping[int, bytes]) -> None:
+        """Register ``consumer``'s committed cursors, so retention keeps every event after
+        them (protocol 8.1). Only PostgreSQL feeds have retention so far: a no-op here."""
+        return None
+
     @abstractmethod
     def close(self) -> None: ...
 

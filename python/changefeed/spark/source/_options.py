@@ -9,13 +9,17 @@ from dataclasses import dataclass
 
 from changefeed.spark.source._backend import Connection, parse_connection
 from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._limits import parse_delay
 from changefeed.spark.source._positions import (
     StartingPosition,
     decode_offset,
     parse_starting_position,
 )
+from changefeed.spark.source._retention import consumer_name
 
 DEFAULT_PAGE_SIZE = 10_000
+#: Seconds a minEventsPerTrigger query waits at most (Spark's Kafka source: 15 minutes).
+DEFAULT_TRIGGER_DELAY = 900.0
 
 #: Option name (lower case, as Spark's options are case-insensitive) -> documented spelling.
 OPTIONS = {
@@ -31,6 +35,10 @@ OPTIONS = {
     "payload": "payload",
     "moveoutbox": "moveOutbox",
     "changefeedschema": "changefeedSchema",
+    "consumer": "consumer",
+    "maxeventspertrigger": "maxEventsPerTrigger",
+    "mineventspertrigger": "minEventsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
 }
 _FEED = re.compile(r"[^.\s]+\.[^.\s]+")
 
@@ -47,6 +55,14 @@ class FeedOptions:
     payload: bool
     move_outbox: bool
     changefeed_schema: str
+    consumer: str | None = None
+    """The name this reader's committed cursors are registered under (retention)."""
+    max_events_per_trigger: int | None = None
+    """Streaming: about this many events per micro-batch, never splitting a transaction."""
+    min_events_per_trigger: int | None = None
+    """Streaming: no micro-batch with fewer new events, until ``max_trigger_delay``."""
+    max_trigger_delay: float = DEFAULT_TRIGGER_DELAY
+    """Streaming: seconds after the last micro-batch when one runs whatever is new."""
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -59,6 +75,19 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     if text in ("false", "0", "no"):
         return False
     raise ChangefeedSourceError(f"option {OPTIONS[name]} must be true or false, got {raw!r}")
+
+
+def _positive(options: Mapping[str, str], name: str) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value < 2**31:
+        raise ChangefeedSourceError(
+            f"option {OPTIONS[name]} must be a positive integer (events), got {raw!r}"
+        )
+    return value
 
 
 def parse_shards(raw: str | None) -> tuple[int, ...] | None:
@@ -108,6 +137,20 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
         page_size = 0
     if page_size < 1 or page_size >= 2**31:
         raise ChangefeedSourceError(f"option pageSize must be a positive integer, got {raw_page!r}")
+    max_events = _positive(lowered, "maxeventspertrigger")
+    min_events = _positive(lowered, "mineventspertrigger")
+    raw_delay = lowered.get("maxtriggerdelay")
+    delay = DEFAULT_TRIGGER_DELAY if raw_delay is None else parse_delay(str(raw_delay))
+    if delay is None:
+        raise ChangefeedSourceError(
+            f"option maxTriggerDelay must be seconds or a number with ms, s, m or h (e.g. "
+            f"15m), got {raw_delay!r}"
+        )
+    if raw_delay is not None and min_events is None:
+        raise ChangefeedSourceError(
+            "option maxTriggerDelay bounds the wait of minEventsPerTrigger: set that too, "
+            "or remove it"
+        )
     starting_offsets = (
         decode_offset(str(lowered["startingoffsets"]), what="startingOffsets")
         if "startingoffsets" in lowered
@@ -132,4 +175,8 @@ def parse_options(options: Mapping[str, str]) -> FeedOptions:
         move_outbox=_flag(lowered, "moveoutbox", True),
         changefeed_schema=str(lowered.get("changefeedschema", "changefeed")).strip()
         or "changefeed",
+        consumer=consumer_name(lowered.get("consumer")),
+        max_events_per_trigger=max_events,
+        min_events_per_trigger=min_events,
+        max_trigger_delay=delay,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -137,6 +137,30 @@ class PostgresBackend(Backend):
             page = self._client(info.feed_id).read_page(self.conn, shard, cursor, page_size)
             return [(e.shard_id, e.ulid, *e.key) for e in page.events]
         return self._fetch(payload_page_sql(info), (shard, cursor, page_size))
+
+    def horizons(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
+        if "retention" not in info.names or not shards:
+            return {}  # set up by a package without retention: nothing was ever removed
+        rows = self._fetch(
+            f"select rt.shard_id, rt.horizon from {info.info.q('retention')} as rt "
+            "where rt.shard_id = any(%s)",
+            (list(shards),),
+        )
+        return {int(r[0]): bytes(r[1]) for r in rows}
+
+    def save_cursors(self, info: SourceFeed, consumer: str, cursors: Mapping[int, bytes]) -> None:
+        from changefeed.client import ChangefeedError
+
+        if "save_cursor" not in info.names:
+            return  # a feed without retention removes nothing: there is nothing to keep
+        client = self._client(info.feed_id)
+        try:
+            for shard in sorted(cursors):
+                client.save_cursor(self.conn, consumer, shard, cursors[shard])
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id}: registering consumer {consumer!r}'s cursors failed: {exc}"
+            ) from None
 
     def close(self) -> None:
         self.conn.close()

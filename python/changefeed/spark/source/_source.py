@@ -7,6 +7,7 @@ docs/spark-source.md for the options and the exactly-once argument.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,11 +36,14 @@ from changefeed.spark.source._backend import (
     read_range,
 )
 from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.spark.source._limits import bounded_ends, events_up_to
 from changefeed.spark.source._options import FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._retention import SOURCE_FIX, check_not_behind
 from changefeed.spark.source._types import BatchBuilder
 
 FORMAT_NAME = "changefeed"
+_STREAM = "this streaming query of format('changefeed')"
 
 
 @dataclass
@@ -125,7 +129,9 @@ def plan_cursors(
             shards = list(options.shards) if options.shards is not None else backend.shards(info)
             ends = _publish_and_snapshot(backend, options, info, shards)
             now = ends
-    return _starts(options, shards, now), {shard: ends[shard] for shard in shards}
+        starts = _starts(options, shards, now)
+        check_not_behind(backend, info, starts, "this read of format('changefeed')", SOURCE_FIX)
+    return starts, {shard: ends[shard] for shard in shards}
 
 
 def partitions_for(
@@ -158,6 +164,13 @@ class FeedDataSource(DataSource):
         return describe(self.feed_options).layout().spark_schema()
 
     def reader(self, schema: Any) -> FeedBatchReader:
+        options = self.feed_options
+        if options.max_events_per_trigger is not None or options.min_events_per_trigger:
+            raise ChangefeedSourceError(
+                "options maxEventsPerTrigger and minEventsPerTrigger shape the micro-batches "
+                "of spark.readStream; a batch read reads up to endingOffsets (or the safe "
+                "points): remove them"
+            )
         return FeedBatchReader(self.feed_options, _checked(self.feed_options, schema))
 
     def streamReader(self, schema: Any) -> FeedStreamReader:
@@ -198,9 +211,10 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         self.info = info
         self._target: dict[int, bytes] | None = None
         self._last: dict[str, Any] | None = None
+        self._advanced = time.monotonic()  # when latestOffset last moved (maxTriggerDelay)
 
     def initialOffset(self) -> dict[str, Any]:
-        with open_backend(self.options.connection, self.options.changefeed_schema) as backend:
+        with self._backend() as backend:
             shards = self._shards(backend)
             now = (
                 _publish_and_snapshot(backend, self.options, self.info, shards)
@@ -217,7 +231,7 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
         return backend.shards(self.info)
 
     def _current(self) -> dict[int, bytes]:
-        with open_backend(self.options.connection, self.options.changefeed_schema) as backend:
+        with self._backend() as backend:
             return _publish_and_snapshot(backend, self.options, self.info, self._shards(backend))
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -227,23 +241,75 @@ class FeedStreamReader(DataSourceStreamReader, _AvailableNow):  # type: ignore[m
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
-        if start is None:  # Spark < 4.2 calls latestOffset() without arguments
+        # Only a start Spark gave or confirmed may be bounded: Spark 4.1 calls this without
+        # arguments, and under availableNow before it tells the source (partitions(latest,
+        # latest)) where a restarted checkpoint stands; a bounded end counted from the
+        # initial offset could then lie below the checkpoint and read events again.
+        known = start is not None or self._last is not None
+        if start is None:
             start = self._last if self._last is not None else self.initialOffset()
         begin = decode_offset(start)
-        latest = self._target if self._target is not None else self._current()
-        ends = dict(begin)
         default = self.options.starting_position.fixed_cursor()
-        for shard, point in latest.items():
-            ends[shard] = max(point, begin.get(shard, default))
-        offset = encode_offset(ends)
+        with self._backend() as backend:
+            if self._target is not None:
+                latest = self._target
+            else:
+                latest = _publish_and_snapshot(
+                    backend, self.options, self.info, self._shards(backend)
+                )
+            starts = {shard: begin.get(shard, default) for shard in latest}
+            tops = {shard: max(point, starts[shard]) for shard, point in latest.items()}
+            if known and self._waits(backend, starts, tops):
+                return start
+            if self.options.max_events_per_trigger is not None and known:
+                limit_events = self.options.max_events_per_trigger
+                tops = bounded_ends(backend, self.info, starts, tops, limit_events)
+        offset = encode_offset({**begin, **tops})
+        if offset != start:
+            self._advanced = time.monotonic()
         self._last = offset
         return offset
 
+    def _waits(self, backend: Backend, starts: dict[int, bytes], tops: dict[int, bytes]) -> bool:
+        """minEventsPerTrigger: whether to skip this trigger, having fewer new events and
+        less than maxTriggerDelay since the last micro-batch (never under availableNow,
+        whose target is fixed and must be reached)."""
+        least = self.options.min_events_per_trigger
+        if least is None or self._target is not None:
+            return False
+        if time.monotonic() - self._advanced >= self.options.max_trigger_delay:
+            return False
+        return events_up_to(backend, self.info, starts, tops, least) < least
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return partitions_for(self.options, self.info, decode_offset(start), decode_offset(end))
+        starts = decode_offset(start)
+        if "retention" in self.info.names:
+            with self._backend() as backend:
+                check_not_behind(backend, self.info, starts, _STREAM, SOURCE_FIX)
+        # The next micro-batch starts where this one ends; on a restart Spark calls this
+        # with the newest logged offset at both ends before anything else (Spark 4.1).
+        self._last = end
+        return partitions_for(self.options, self.info, starts, decode_offset(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to release: the cursor lives in Spark's checkpoint (offsets log)."""
+        """The cursor of record lives in Spark's checkpoint (its offsets and commit logs);
+        with the option ``consumer``, the committed cursors are also registered in the
+        database, so that retention keeps every event after them (protocol 8.1).
+
+        Spark calls this for a batch when it plans the next one (or restarts), so the
+        registered cursor lags one micro-batch behind: retention keeps more, never less.
+        """
+        if self.options.consumer is None:
+            return
+        cursors = decode_offset(end)
+        with self._backend() as backend:
+            # Checked first for the same message as a read's: save_cursor refuses such a
+            # cursor too (CF013), but in the database's words.
+            check_not_behind(backend, self.info, cursors, _STREAM, SOURCE_FIX)
+            backend.save_cursors(self.info, self.options.consumer, cursors)
+
+    def _backend(self) -> Backend:
+        return open_backend(self.options.connection, self.options.changefeed_schema)
