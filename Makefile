@@ -7,10 +7,10 @@ BIN := $(VENV)/bin
 # Re-install whenever pyproject.toml changes.
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-# pytest-xdist workers for `make test` and `make test-fast`. One process by default: on a
-# 2-core machine the Spark-heavy groups (the kill scenario's four drivers, Delta) slow each
-# other down more than two workers gain (docs/testing.md). `make test WORKERS=2` to try.
-WORKERS ?= 0
+# pytest-xdist workers for `make test` and `make test-fast`. Two: the first takes the Spark
+# groups, the second the others (tests/conftest.py, "lanes"; docs/testing.md).
+# `make test WORKERS=0` runs everything in one process.
+WORKERS ?= 2
 
 .PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars clean
 

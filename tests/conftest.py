@@ -51,6 +51,7 @@ SPARK_LANE = (
     "tests/test_spark_source.py",
     "tests/test_spark_consumer_window.py",
     "tests/test_spark_udfs.py",
+    "tests/test_spark_freshness.py",
     "tests/test_ulid_sql_macros.py",
     "tests/sqlserver_live/test_spark_source_live.py",
 )
