@@ -39,15 +39,16 @@ from typing import Any
 from changefeed.client.core import ZERO_ULID
 from changefeed.spark.landing import _format
 from changefeed.spark.source import (
+    LANDING_FIX,
     ChangefeedSourceError,
     FeedOptions,
     SourceFeed,
+    check_not_behind,
     encode_offset,
     open_backend,
     parse_options,
     register,
 )
-from changefeed.spark.source._retention import LANDING_FIX, check_not_behind
 
 __all__ = ["ChangefeedSourceError", "LandingResult", "land"]
 

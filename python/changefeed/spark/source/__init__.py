@@ -26,6 +26,7 @@ from changefeed.spark.source._backend import (
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._options import OPTIONS, FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._retention import LANDING_FIX, check_not_behind
 from changefeed.spark.source._source import (
     FORMAT_NAME,
     FeedBatchReader,
@@ -36,6 +37,7 @@ from changefeed.spark.source._source import (
 
 __all__ = [
     "FORMAT_NAME",
+    "LANDING_FIX",
     "OPTIONS",
     "Backend",
     "ChangefeedSourceError",
@@ -46,6 +48,7 @@ __all__ = [
     "FeedPartition",
     "FeedStreamReader",
     "SourceFeed",
+    "check_not_behind",
     "decode_offset",
     "encode_offset",
     "open_backend",
