@@ -213,7 +213,11 @@ def collect(
             (f"--cursor {feed}:{shard}", feed, shard, value) for feed, shard, value in cursor_args
         ]
         if consumer_args:
-            cursors += _spark_cursors(Path(args.warehouse), consumer_args, db, clients)
+            # A landing registers its cursor under its table's name; the table named with
+            # --consumer is measured instead, so each consumer shard is one row.
+            measured = _spark_cursors(Path(args.warehouse), consumer_args, db, clients)
+            named = {(name, feed, shard) for name, feed, shard, _ in measured}
+            cursors = [c for c in cursors if (c[0], c[1], c[2]) not in named] + measured
         lags = [
             _lag(db, clients[feed], name, feed, shard, cursor, safe_points, horizons)
             for name, feed, shard, cursor in cursors
