@@ -186,6 +186,16 @@ def pg_uri(pg_server: Any) -> str:
     return str(pg_server.uri)
 
 
+@pytest.fixture(scope="module")
+def admin(pg_uri: str) -> Iterator[Any]:
+    """An autocommit connection to the embedded server as its superuser, one per module."""
+    from tests.support.pg_feeds import connect
+
+    conn = connect(pg_uri)
+    yield conn
+    conn.close()
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A local Spark session shared by all Spark tests (starting one costs ~5 s)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 from tests.support.exposition import parse
-from tests.support.pg_feeds import connect, create_table, setup_feed, teardown_feed
+from tests.support.pg_feeds import create_table, setup_feed, teardown_feed
 
 from changefeed.cli import main
 from changefeed.cli.metrics import METRICS
@@ -36,13 +35,6 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
 
 
 @pytest.fixture(scope="module")

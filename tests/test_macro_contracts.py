@@ -7,7 +7,6 @@ rendered for every case of the matrix, since no SQL Server runs here).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import psycopg
 import pytest
 import yaml
 from tests.support import sqlserver_matrix as matrix
-from tests.support.pg_feeds import connect, create_table, relation
+from tests.support.pg_feeds import create_table, relation
 
 pytestmark = pytest.mark.postgres
 
@@ -51,13 +50,6 @@ def test_every_feed_macro_documents_its_return_values() -> None:
 
 
 # -- PostgreSQL: every path, run -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
 
 
 def call(dbt: Any, operation: str, **args: Any) -> str:

@@ -7,7 +7,6 @@ refused, and the refused run changes nothing (docs/macros.md, feed_post_hook).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -20,13 +19,6 @@ from changefeed.client import PostgresFeed
 pytestmark = pytest.mark.postgres
 
 SCHEMA = "cf_dbtkit"  # the integration project's schema on the postgres target
-
-
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
 
 
 def run_orders(dbt: Any, *extra: str, **variables: Any) -> None:

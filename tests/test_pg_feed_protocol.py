@@ -47,13 +47,6 @@ MAX_LOW_START = 2**63 - 1 - BLOCK
 
 
 @pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
-
-
-@pytest.fixture(scope="module")
 def feeds(dbt: Any, admin: psycopg.Connection[Any]) -> dict[str, dict[str, str]]:
     """blocking (default options), stall (400 ms stall timeout) and outbox feeds."""
     create_table(admin, "cf_proto", "orders", "order_id bigint primary key")

@@ -9,7 +9,6 @@ post-hook) on the embedded PostgreSQL 16 server.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -36,13 +35,6 @@ from changefeed.client import PostgresFeed, WriteAbandoned
 pytestmark = pytest.mark.postgres
 
 SPEC = RENDER_SPEC
-
-
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
 
 
 def _feed_names(admin: psycopg.Connection[Any], feed_id: str) -> dict[str, str]:

@@ -80,13 +80,6 @@ _SYNTAX = frozenset(
 )
 
 
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
-
-
 def _routine_bodies(text: str) -> list[tuple[str, str]]:
     """(header, body) of every routine created by the rendered statements."""
     out = []

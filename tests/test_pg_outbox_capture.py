@@ -39,13 +39,6 @@ pytestmark = pytest.mark.postgres
 TRIGGER_KINDS = ("capture_insert", "capture_update", "capture_delete", "capture_truncate")
 
 
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
-
-
 def source(schema: str, table: str) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
 

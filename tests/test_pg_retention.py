@@ -17,7 +17,6 @@ import psycopg
 import pytest
 from tests.support.pg_feeds import (
     as_role,
-    connect,
     create_table,
     registry_row,
     setup_feed,
@@ -66,13 +65,6 @@ def feed(dbt: Any, admin: psycopg.Connection[Any]) -> Iterator[dict[int, list[li
                 w.insert_events([(k,) for k in keys])
             written.setdefault(shard, []).append(sorted(set(_ulids(admin, shard)) - before))
     yield written
-
-
-@pytest.fixture(scope="module")
-def admin(pg_uri: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = connect(pg_uri)
-    yield conn
-    conn.close()
 
 
 def test_age_removes_only_older_events_and_records_the_horizon(
