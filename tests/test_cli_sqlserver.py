@@ -1,4 +1,4 @@
-"""``changefeed status`` and ``changefeed barrier`` on SQL Server: dispatch and statements.
+"""``changefeed status``, ``barrier`` and ``retention`` on SQL Server: dispatch and statements.
 
 No SQL Server runs here, so pymssql's ``connect`` is replaced by the recording fake of
 tests/support/sqlserver_fake.py (scripted answers; the statements are pymssql's rendering). The
@@ -22,7 +22,7 @@ from changefeed.cli.land import source_options
 URI = "mssql://reader:pw@sql.example:1433/shop"
 NAMES = {k: f"{k}:shop.items" for k in (
     "feed", "outbox", "read_feed", "safe_point", "barrier_acquire", "barrier_check",
-    "shards")}  # fmt: skip
+    "shards", "retention", "consumer", "retain", "save_cursor", "forget_consumer")}  # fmt: skip
 
 
 def u(n: int) -> bytes:
@@ -43,6 +43,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
             (["shard_id", "safe_point", "head", "pending"], [(0, u(5), u(6), 1)]))  # fmt: skip
     fake.on(r"^select count_big\(\*\) from \[changefeed\]\.\[outbox:shop\.items\]",
             (["n"], [(3,)]))  # fmt: skip
+    fake.on(r"^select shard_id, horizon from", (["shard_id", "horizon"], []))
+    fake.on(r"^select consumer, shard_id, \[cursor\]", (["consumer", "shard_id", "cursor"], []))
     monkeypatch.setattr(pymssql, "connect", fake.connect)
     return fake
 
@@ -73,6 +75,9 @@ def test_status_dispatches_to_sql_server(server: FakeServer, capsys: Any) -> Non
         "exec [changefeed].[shards:shop.items]",
         "exec [changefeed].[safe_point:shop.items] @shard_id = 0",
         "select count_big(*) from [changefeed].[outbox:shop.items] where shard_id = 0",
+        "select shard_id, horizon from [changefeed].[retention:shop.items] where shard_id in (0)",
+        "select consumer, shard_id, [cursor] from [changefeed].[consumer:shop.items] "
+        "order by consumer, shard_id",
         f"select (select count_big(*) from [changefeed].[feed:shop.items] {window}), "
         f"(select top (1) ulid from [changefeed].[feed:shop.items] {window} order by ulid)",
     ]
@@ -90,6 +95,27 @@ def test_barrier_dispatches_to_sql_server(server: FakeServer, capsys: Any) -> No
         f"exec [changefeed].[barrier_check:shop.items] @shard_id = 0, @position = 0x{u(5).hex()}, "
         "@outbox_sequence = 7",
     ]
+
+
+def test_retention_runs_the_retain_procedure(server: FakeServer, capsys: Any) -> None:
+    server.on(r"\[retain:shop\.items\]", (
+        ["shard_id", "removed", "horizon", "held_for_consumers", "slowest_consumer"],
+        [(0, 1200, u(5), 30, "lake")]))  # fmt: skip
+    code, out, err = cli(capsys, "retention", "--connection", URI, "--feed", "shop.items",
+                         "--max-age", "7d", "--json")  # fmt: skip
+    assert code == 0, err
+    assert server.statements[-1] == (
+        "exec [changefeed].[retain:shop.items] @max_age_ms = 604800000, @keep_last = NULL, "
+        "@override_consumers = 0, @shard_id = NULL"
+    )
+    [line] = json.loads(out)
+    assert (line["shard"], line["removed"], line["held_for_consumers"]) == (0, 1200, 30)
+    assert line["slowest_consumer"] == "lake" and line["horizon"] is not None
+    server.on(r"\[retain:shop\.items\]", pymssql.OperationalError(
+        229, b"The EXECUTE permission was denied on the object 'retain:shop.items'"))  # fmt: skip
+    code, _out, err = cli(capsys, "retention", "--connection", URI, "--feed", "shop.items",
+                          "--keep-last", "10")  # fmt: skip
+    assert code == 1 and "retention runs as the feed's owner" in err
 
 
 def test_a_missing_registry_and_an_unknown_feed(server: FakeServer, capsys: Any) -> None:
@@ -152,4 +178,6 @@ def test_land_reads_a_sql_server_feed_through_the_spark_source(server: FakeServe
         "select mode, keys, names, source_schema, source_table from [changefeed].[feeds] "
         "where feed_id = N'shop.items'",
         "exec [changefeed].[safe_point:shop.items]",
+        # the start checked against the retention horizon before any task (protocol C5)
+        "select shard_id, horizon from [changefeed].[retention:shop.items] where shard_id in (0)",
     ]

@@ -777,7 +777,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "8e9b5e983961"),
     ("docs/sqlserver.md", "202497d8a7cc"), ("docs/sqlserver.md", "bfb159a19ddb"),
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
-    ("docs/sqlserver.md", "afef84dc54cb"),
+    ("docs/sqlserver.md", "afef84dc54cb"), ("docs/sqlserver.md", "386eac4a24d9"),
 ]  # fmt: skip
 PROTOCOL_YAML = ("docs/protocol.md", "8698c6f5f285")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")

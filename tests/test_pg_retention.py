@@ -225,10 +225,18 @@ def test_the_dbt_operation_returns_one_mapping_per_shard(
                               target="postgres")  # fmt: skip
 
 
-def test_sqlserver_says_retention_is_not_there_yet(dbt: Any) -> None:
-    with pytest.raises(Exception, match=r"apply_retention is not supported on the .* adapter yet"):
-        dbt.render("{{ changefeed.sqlserver__apply_retention('a.b', none, 1, false, none) }}",
-                   "postgres")  # fmt: skip
+def test_sqlserver_checks_the_policy_before_any_sql(dbt: Any) -> None:
+    """SQL Server's apply_retention (tests/sqlserver_live/test_live_retention.py runs it on
+    a server) refuses a bad policy before it sends anything: here, on the postgres target,
+    its T-SQL would fail to parse if it were sent."""
+    for args, fragment in [
+        ("none, none, false, none", "needs a policy"),
+        ("none, -1, false, none", "keep_last must be a whole number"),
+        ("none, 1, 'yes', none", "override_consumers must be true or false"),
+    ]:
+        with pytest.raises(Exception, match=fragment):
+            dbt.render(f"{{{{ changefeed.sqlserver__apply_retention('a.b', {args}) }}}}",
+                       "postgres")  # fmt: skip
 
 
 def test_upgrade_gives_a_feed_without_retention_its_tables_and_routines(

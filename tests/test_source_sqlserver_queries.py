@@ -334,3 +334,43 @@ def test_a_feed_without_shards_procedure_asks_for_an_upgrade() -> None:
     info = replace(info, info=replace(info.info, names=names))
     with pytest.raises(ChangefeedSourceError, match=r"run changefeed\.upgrade_feed"):
         b.shards(info)
+
+
+def test_the_landing_checks_and_registers_its_cursors_under_retention() -> None:
+    """The landing's (and a consumer-named stream's) retention calls on SQL Server: the
+    horizons of the shards it starts from, then save_cursor per shard; a feed set up
+    without retention sends neither; 51062 (below the horizon) names the consumer."""
+    server = FakeServer()
+    retention = {
+        **NAMES,
+        "retention": "retention:dbo.orders",
+        "save_cursor": "save_cursor:dbo.orders",
+    }
+    row = ("blocking", json.dumps(KEYS), json.dumps(retention), "dbo", "orders")
+    server.on(r"from \[changefeed\]\.\[feeds\] where feed_id = N'dbo\.orders'",
+              (["mode", "keys", "names", "source_schema", "source_table"], [row]))  # fmt: skip
+    server.on(r"^select shard_id, horizon from", (["shard_id", "horizon"], [(2, u(4))]))
+    server.on(r"^exec \[changefeed\]\.\[save_cursor:", ([], []))
+    b = backend(server)
+    info = b.describe(FEED, payload=False)
+    assert b.horizons(info, [0, 2]) == {2: u(4)}
+    b.save_cursors(info, "lake.orders", {2: u(7), 0: u(5)})
+    assert server.statements[-3:] == [
+        "select shard_id, horizon from [changefeed].[retention:dbo.orders] "
+        "where shard_id in (0, 2)",
+        "exec [changefeed].[save_cursor:dbo.orders] @consumer = N'lake.orders', @shard_id = 0, "
+        f"@cursor = 0x{u(5).hex()}",
+        "exec [changefeed].[save_cursor:dbo.orders] @consumer = N'lake.orders', @shard_id = 2, "
+        f"@cursor = 0x{u(7).hex()}",
+    ]
+    server.on(r"^exec \[changefeed\]\.\[save_cursor:", _mssql.MSSQLDatabaseException(
+        51062, b"changefeed: a reader of dbo.orders shard 2 fell behind retention"))  # fmt: skip
+    with pytest.raises(
+        ChangefeedSourceError, match=r"consumer 'lake\.orders'.*fell behind retention"
+    ):
+        b.save_cursors(info, "lake.orders", {2: u(1)})
+    old = replace(info, info=replace(info.info, names=NAMES))
+    server.statements.clear()
+    assert b.horizons(old, [0]) == {}
+    b.save_cursors(old, "lake.orders", {0: u(5)})
+    assert server.statements == []

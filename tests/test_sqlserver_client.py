@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,9 +22,12 @@ from changefeed.client import (
     BarrierTimeout,
     ChangefeedError,
     FeedNotFound,
+    FellBehindRetention,
     InvalidArgument,
     LockInTransaction,
+    NeedsUpgrade,
     NoWriteInProgress,
+    Retained,
     SqlServerFeed,
     UlidRangeError,
     WriteAbandoned,
@@ -63,11 +66,15 @@ class Conn:
         return self.server.connect().cursor()
 
 
-def feed(mode: str = "blocking") -> tuple[SqlServerFeed, FakeServer, Conn]:
+RETENTION_KINDS = ("retention", "consumer", "retain", "save_cursor", "forget_consumer")
+
+
+def feed(mode: str = "blocking", retention: bool = True) -> tuple[SqlServerFeed, FakeServer, Conn]:
     server = FakeServer()
     names = {k: f"{k}:shop.orders" for k in (
         "lock", "update_state", "release", "ulid", "sequence", "feed", "outbox", "read_feed",
-        "safe_point", "tombstone", "barrier_acquire", "barrier_check", "shards")}  # fmt: skip
+        "safe_point", "tombstone", "barrier_acquire", "barrier_check", "shards",
+        *(RETENTION_KINDS if retention else ()))}  # fmt: skip
     server.on(r"from \[changefeed\]\.\[feeds\] where feed_id = N'shop\.orders'",
               (["mode", "keys", "names", "source_schema", "source_table"],
                [(mode, json.dumps(KEYS), json.dumps(names), "shop", "orders")]))  # fmt: skip
@@ -285,4 +292,60 @@ def test_keys_and_arguments_are_checked_as_postgres_checks_them() -> None:
         outbox.insert_outbox(conn, 0, [(1,)], time_hint="2030-01-01")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="max_rows must be in"):
         outbox.move_outbox(conn, 0, 0)
+    assert server.statements == []
+
+
+def test_retention_calls_the_procedures_as_postgres_calls_its_functions() -> None:
+    """retain, save_cursor, forget_consumer, consumers and retention_horizon: one statement
+    each, the arguments checked before any round trip, 51062 as FellBehindRetention."""
+    client, server, conn = feed()
+    server.on(r"\[retain:", (
+        ["shard_id", "removed", "horizon", "held_for_consumers", "slowest_consumer"],
+        [(0, 5, u(9), 2, "lake"), (1, 0, None, 0, None)]))  # fmt: skip
+    server.on(r"\[save_cursor:", ([], []))
+    server.on(r"\[forget_consumer:", (["forgotten"], [(3,)]))
+    server.on(r"from \[changefeed\]\.\[consumer:", (["consumer", "shard_id", "cursor"],
+                                                  [("lake", 0, u(4))]))  # fmt: skip
+    server.on(r"from \[changefeed\]\.\[retention:", (["shard_id", "horizon"], [(0, u(9))]))
+    done = client.retain(conn, max_age=timedelta(days=7), keep_last=100)
+    assert done == [Retained(0, 5, u(9), 2, "lake"), Retained(1, 0, None, 0, None)]
+    client.retain(conn, keep_last=0, override_consumers=True, shard=1)
+    client.save_cursor(conn, "lake", 0, u(4))
+    assert client.forget_consumer(conn, "lake") == 3
+    assert client.consumers(conn) == [("lake", 0, u(4))]
+    assert client.retention_horizon(conn, 0) == u(9)
+    assert server.statements == [
+        "exec [changefeed].[retain:shop.orders] @max_age_ms = 604800000, @keep_last = 100, "
+        "@override_consumers = 0, @shard_id = NULL",
+        "exec [changefeed].[retain:shop.orders] @max_age_ms = NULL, @keep_last = 0, "
+        "@override_consumers = 1, @shard_id = 1",
+        "exec [changefeed].[save_cursor:shop.orders] @consumer = N'lake', @shard_id = 0, "
+        f"@cursor = 0x{u(4).hex()}",
+        "exec [changefeed].[forget_consumer:shop.orders] @consumer = N'lake'",
+        "select consumer, shard_id, [cursor] from [changefeed].[consumer:shop.orders] "
+        "order by consumer, shard_id",
+        "select shard_id, horizon from [changefeed].[retention:shop.orders] where shard_id in (0)",
+    ]
+    server.statements.clear()
+    for call, message in (
+        (lambda: client.retain(conn), "needs a policy"),
+        (lambda: client.retain(conn, keep_last=-1), "keep_last must be in"),
+        (lambda: client.retain(conn, max_age=7), "max_age must be a timedelta"),
+        (lambda: client.save_cursor(conn, "", 0, u(1)), "consumer must be a name"),
+        (lambda: client.save_cursor(conn, "lake", 0, b"short"), "16 bytes"),
+        (lambda: client.forget_consumer(conn, "x" * 201), "consumer must be a name"),
+    ):
+        with pytest.raises(InvalidArgument, match=message):
+            call()
+    assert server.statements == []
+    server.on(r"\[save_cursor:", OperationalError(
+        51062, b"changefeed: a reader of shop.orders shard 0 fell behind retention"))  # fmt: skip
+    with pytest.raises(
+        FellBehindRetention, match=r"fell behind retention \(SQL Server error 51062\)"
+    ):
+        client.save_cursor(conn, "lake", 0, u(1))
+    old, server, conn = feed(retention=False)
+    with pytest.raises(NeedsUpgrade, match="upgrade_feed"):
+        old.retain(conn, keep_last=1)
+    assert old.consumers(conn) == [] and old.retention_horizon(conn, 0) is None
     assert server.statements == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -77,8 +78,9 @@ def check_case(case: str, out: dict[str, Any]) -> list[str]:
         # A wrongly quoted (or re-indented) name still parses but names another object:
         # decode every [identifier], at every nesting level, and require one we meant.
         expected = set(out["names"].values()) | {k["name"] for k in spec["keys"]}
-        # the registry's own names, and the schema owner (create schema ... authorization)
-        expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale", "dbo"}
+        # the registry's own names, the schema owner (create schema ... authorization), and
+        # the consumer table's column `cursor` (a reserved word)
+        expected |= {spec["schema"], "feeds", "pk:feeds", "precision", "scale", "dbo", "cursor"}
         # the capture trigger lives on the source table; its shard expression is the user's
         expected |= {spec["source_schema"], spec["source_table"]}
         expected |= {t.text[1:-1].replace("]]", "]") for t in tokens(spec.get("shard") or "")
@@ -113,9 +115,18 @@ def test_setup_batch_runs_exactly_the_feed_statements(
         found = setup.find(statement, position)
         assert found >= 0, f"statement {i} is not in the setup batch (in order):\n{statement}"
         position = found + len(statement)
-    # the procedures are exactly the ones upgrade re-creates
+    # the procedures are exactly the ones upgrade re-creates; the only tables upgrade
+    # creates are retention's, for a feed set up without them
     creates = [b for b in executesql_bodies(setup) if b.startswith("create or alter")]
-    assert creates == [b for b in executesql_bodies(out["upgrade"]) if b.startswith("create")]
+    upgrade = executesql_bodies(out["upgrade"])
+    assert creates == [b for b in upgrade if b.startswith("create or alter")]
+    schema = "[" + matrix.CASES[case]["schema"].replace("]", "]]") + "]"
+    tables = [
+        f"create table {schema}.[{out['names'][kind].replace(']', ']]')}] (\n"
+        for kind in ("retention", "consumer")
+    ]
+    created = [b for b in upgrade if b.startswith("create table")]
+    assert [b[: len(t)] for b, t in zip(created, tables, strict=True)] == tables
 
 
 @pytest.mark.parametrize("section", matrix.SECTIONS)
@@ -721,3 +732,82 @@ def test_the_outbox_key_is_optimized_for_sequential_inserts_where_the_server_has
     create = _body(rendered["outbox_trigger"]["setup"], "create table [changefeed].[outbox:")
     assert "optimize_for_sequential_key" not in create
     assert "optimize_for_sequential_key" not in rendered["blocking_int"]["setup"]
+
+
+# -- retention (protocol 8.1) -----------------------------------------------------------------
+
+
+def test_retention_objects_are_created_granted_and_dropped(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Every feed gets the retention and consumer tables and retain, save_cursor and
+    forget_consumer; the reader may register cursors, never remove events; teardown drops
+    them; setup of a feed registered without them adds them ('updated', not error 51053)."""
+    for case in ("blocking_int", "outbox_trigger"):
+        out = rendered[case]
+        names = out["names"]
+        q = {k: "[changefeed].[" + names[k] + "]" for k in names}
+        for kind in ("retention", "consumer", "retain", "save_cursor", "forget_consumer"):
+            assert kind in names, (case, kind)
+            assert f"{q[kind]};" in out["teardown"], (case, kind)
+        setup = out["setup"]
+        reader = "[" + names["reader"] + "]"
+        for granted in (f"grant execute on object::{q['save_cursor']} to {reader}",
+                        f"grant execute on object::{q['forget_consumer']} to {reader}",
+                        f"grant select on object::{q['retention']} to {reader}",
+                        f"grant select on object::{q['consumer']} to {reader}"):  # fmt: skip
+            assert granted in setup and granted in out["upgrade"], (case, granted)
+        assert f"object::{q['retain']}" not in setup, "retain is the owner's only"
+        # the names registered before retention are accepted as the same feed
+        registered = matrix.registered_names(setup)
+        assert registered.keys() >= {"retention", "consumer", "retain", "save_cursor"}
+        before = {k: v for k, v in registered.items() if k not in (
+            "retention", "consumer", "pk_retention", "pk_consumer", "retain", "save_cursor",
+            "forget_consumer")}  # fmt: skip
+        legacy = json.dumps(before, sort_keys=True, separators=(", ", ": "))
+        assert "convert(varbinary(max), N'" + legacy.replace("'", "''") + "')" in setup
+
+
+def test_readers_below_the_horizon_fail_with_51062(rendered: dict[str, dict[str, Any]]) -> None:
+    """C5: read_feed checks the horizon after it read its page (a retention run that
+    committed during the read is seen) and before it returns it; save_cursor checks it
+    before registering. The message names the cursor, the horizon and the fix."""
+    for case in ("blocking_int", "outbox_trigger"):
+        out = rendered[case]
+        retention = "[changefeed].[" + out["names"]["retention"] + "]"
+        read = _body(out["setup"], "create or alter procedure [changefeed].[read_feed:")
+        check = read.index(
+            f"select @horizon = horizon from {retention} where shard_id = @shard_id;"
+        )
+        last_read = max(read.rindex("from @page"), read.rindex("insert into @page"))
+        assert read.rindex("insert into @page") < check < read.index("object_id(N'tempdb..#read')")
+        assert last_read > check  # the page is returned after the check
+        assert "throw 51062, @msg, 1;" in read[check:]
+        for words in ("fell behind retention: its cursor ", "(up to ", "Re-snapshot"):
+            assert words in read[check:], words
+        save = _body(out["setup"], "create or alter procedure [changefeed].[save_cursor:")
+        assert save.index("throw 51062") < save.index("insert into")
+        assert "datalength(@cursor) <> 16" in save
+
+
+def test_retain_serialises_runs_and_records_the_horizon_with_its_delete(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """retain: arguments checked (51063); each chunk's transaction takes the feed's
+    retention applock, owned by the transaction, and updates the horizon before deleting;
+    only events at or below the safe point and (unless overridden) the lowest cursor go."""
+    retain = _body(
+        rendered["blocking_int"]["setup"], "create or alter procedure [changefeed].[retain:"
+    )
+    assert retain.count("throw 51063") == 2
+    lock = retain.index(
+        "@Resource = N'changefeed/shop.orders/retention', @LockMode = N'Exclusive', "
+        "@LockOwner = N'Transaction'"
+    )
+    horizon = retain.index(
+        "update [changefeed].[retention:shop.orders] with (updlock, serializable)"
+    )
+    delete = retain.index("delete f\n            from [changefeed].[feed:shop.orders] as f")
+    assert retain.index("begin transaction;") < lock < horizon < delete < retain.rindex("commit;")
+    assert "when @override_consumers = 0 and @min_cursor < @safe_point then @min_cursor" in retain
+    assert "ulid <= @upto and ulid < @before" in retain

@@ -447,3 +447,14 @@
         "changefeed: apply_retention's shard must be an integer (or left out for every shard); got: " ~ shard) }}
   {%- endif -%}
 {% endmacro %}
+
+
+{#- apply_retention's log: one line per shard of its result (every adapter's). -#}
+{% macro _feed_retention_log(spec, result) %}
+  {%- for r in result -%}
+    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " shard " ~ r['shard_id'] ~ ": removed " ~ r['removed']
+               ~ " event(s)" ~ (", horizon " ~ r['horizon'] if r['horizon'] else '')
+               ~ (", " ~ r['held_for_consumers'] ~ " more kept for consumer " ~ r['slowest_consumer']
+                  if r['held_for_consumers'] else ''), info=true) -%}
+  {%- endfor -%}
+{% endmacro %}

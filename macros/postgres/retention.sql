@@ -44,12 +44,7 @@
   {%- endcall -%}
   {%- set result = fromjson(load_result('changefeed_retention')['data'][0][0]) -%}
   {%- do adapter.commit() -%}
-  {%- for r in result -%}
-    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " shard " ~ r['shard_id'] ~ ": removed " ~ r['removed']
-               ~ " event(s)" ~ (", horizon " ~ r['horizon'] if r['horizon'] else '')
-               ~ (", " ~ r['held_for_consumers'] ~ " more kept for consumer " ~ r['slowest_consumer']
-                  if r['held_for_consumers'] else ''), info=true) -%}
-  {%- endfor -%}
+  {%- do changefeed._feed_retention_log(spec, result) -%}
   {{ return(result) }}
 {% endmacro %}
 

@@ -36,6 +36,11 @@
       'barrier_acquire': ('barrier_acquire', 'procedure', ['blocking', 'outbox']),
       'barrier_check': ('barrier_check', 'procedure', ['blocking', 'outbox']),
       'shards': ('shards', 'procedure', ['blocking', 'outbox']),
+      'retention': ('retention', 'table', ['blocking', 'outbox']),
+      'consumer': ('consumer', 'table', ['blocking', 'outbox']),
+      'retain': ('retain', 'procedure', ['blocking', 'outbox']),
+      'save_cursor': ('save_cursor', 'procedure', ['blocking', 'outbox']),
+      'forget_consumer': ('forget_consumer', 'procedure', ['blocking', 'outbox']),
       'writer': ('changefeed_writer', 'role', ['blocking', 'outbox']),
       'reader': ('changefeed_reader', 'role', ['blocking', 'outbox']),
       'pk_state': ('pk:state', 'constraint', ['blocking', 'outbox']),
@@ -43,6 +48,8 @@
       'pk_outbox': ('pk:outbox', 'constraint', ['outbox']),
       'pk_session': ('pk:session', 'constraint', ['blocking', 'outbox']),
       'pk_incident': ('pk:incident', 'constraint', ['blocking', 'outbox']),
+      'pk_retention': ('pk:retention', 'constraint', ['blocking', 'outbox']),
+      'pk_consumer': ('pk:consumer', 'constraint', ['blocking', 'outbox']),
       'ck_session_state': ('ck:session.state', 'constraint', ['blocking', 'outbox']),
       'df_order_sequence': ('df:outbox.order_sequence', 'constraint', ['outbox']),
       'df_txid': ('df:outbox.txid', 'constraint', ['outbox']),
@@ -86,6 +93,12 @@
   {%- if mode is none or capture == 'trigger' -%}
     {%- do n.update({'capture': trigger}) -%}
   {%- endif -%}
+  {#- The names a feed set up by a package without retention registered: setup accepts
+      them as the same feed and adds the retention objects ('updated'). -#}
+  {%- set legacy = {} -%}
+  {%- for key, raw in registered.items() if key not in changefeed._sqlserver_retention_kinds() -%}
+    {%- do legacy.update({key: raw}) -%}
+  {%- endfor -%}
 
   {#- Key columns. The feed's own column names are reserved (compared case-insensitively,
       as the usual case-insensitive collations would). -#}
@@ -167,6 +180,7 @@
       'source_sql': source_sql,
       'source_lit': changefeed._sqlserver_literal(source_sql),
       'names_json': tojson(registered, sort_keys=true),
+      'names_json_before_retention': tojson(legacy, sort_keys=true),
       'key_names': key_names,
       'key_decls': key_decls,
       'key_sig_json': tojson(key_sig),
@@ -182,6 +196,7 @@
       'lock_probe_ms': probe,
       'source_lock_timeout_ms': 10000,
       'lock_prefix_lit': changefeed._sqlserver_literal(lock_prefix),
+      'retention_lock_lit': changefeed._sqlserver_literal(lock_prefix ~ 'retention'),
       'setup_lock_lit': changefeed._sqlserver_literal(spec['schema'] ~ '/setup'),
       'key_u': changefeed._sqlserver_literal(context_key ~ 'u'),
       'key_w': changefeed._sqlserver_literal(context_key ~ 'w'),

@@ -23,6 +23,7 @@ begin
 
     declare
         @msg nvarchar(2048),
+        @horizon binary(16),
         @safe_point binary(16),
         @rows int,
         @last binary(16),
@@ -108,6 +109,12 @@ begin
         end;
     end;
 
+    -- Checked after the page was read, not before: retention commits its horizon with its
+    -- delete, so a run that removed events above @cursor before or while this page was
+    -- read has its horizon visible here (under locking READ COMMITTED and under RCSI
+    -- alike), and the call fails instead of returning the page without them (C5).
+    {{ changefeed._sqlserver_sql_retention_check(c, 4) }}
+
     -- #read holds one page, as in mssql-changefeed, whose read_feed emptied it first:
     -- code that reads #read after each call must not see the previous page again.
     if object_id(N'tempdb..#read') is not null
@@ -122,14 +129,11 @@ end
 {%- endmacro %}
 
 
-{#-
-  T-SQL fragment: fill @page with at most @page_size events of shard @shard_id after
-  @cursor, up to the safe point, which is read first, in statements of its own (protocol
-  S4). The caller declares @heads (_sqlserver_sql_safe_point_table).
--#}
-{% macro _sqlserver_sql_read_page(c, depth=0) -%}
+{#- T-SQL fragment: @safe_point := the safe point of shard @shard_id (16 zero bytes
+    before its first block), in statements of its own (see _sqlserver_sql_safe_point_query).
+    The caller declares @heads (_sqlserver_sql_safe_point_table). -#}
+{% macro _sqlserver_sql_shard_safe_point(c, depth=0) -%}
 {%- set p = ' ' * depth -%}
-{%- set n = c.n -%}
 set @safe_point = null;
 {{ p }}{{ changefeed._sqlserver_sql_safe_point_heads(c, depth) }}
 {{ p }}select @safe_point = sp.safe_point
@@ -138,6 +142,18 @@ set @safe_point = null;
 {{ p }}) as sp
 {{ p }}where sp.shard_id = @shard_id;
 {{ p }}set @safe_point = isnull(@safe_point, {{ c.zero16 }});
+{%- endmacro %}
+
+
+{#-
+  T-SQL fragment: fill @page with at most @page_size events of shard @shard_id after
+  @cursor, up to the safe point, which is read first, in statements of its own (protocol
+  S4). The caller declares @heads (_sqlserver_sql_safe_point_table).
+-#}
+{% macro _sqlserver_sql_read_page(c, depth=0) -%}
+{%- set p = ' ' * depth -%}
+{%- set n = c.n -%}
+{{ changefeed._sqlserver_sql_shard_safe_point(c, depth) }}
 {{ p }}insert into @page (ulid, {{ c.key_names | join(', ') }})
 {{ p }}select top (@page_size) f.ulid, f.{{ c.key_names | join(', f.') }}
 {{ p }}from {{ n.feed.sql }} as f

@@ -91,7 +91,10 @@ begin
     throw 51052, @msg, 1;
 end
 -- A newer protocol may add objects (and names): compared within one version only.
+-- A feed set up by a package without retention registered fewer names: it gets the
+-- retention objects ('updated' below).
 else if @version = {{ c.version }} and convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(c.names_json) }})
+    and convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(c.names_json_before_retention) }})
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', {{ c.feed_lit }}, N' differ from the registered ones (',
@@ -100,6 +103,7 @@ begin
 end
 else if convert(varbinary(max), @options) = convert(varbinary(max), {{ lit(c.options_json) }})
     and @version = {{ c.version }}
+    and convert(varbinary(max), @names) = convert(varbinary(max), {{ lit(c.names_json) }})
     set @action = N'unchanged';
 else
     set @action = N'updated';
@@ -166,8 +170,8 @@ end;
   {%- endif -%}
   {#- repaired re-creates the trigger with the procedures and grants, as updated does. -#}
   {%- set body = ['if @action in (N\'created\', N\'updated\', N\'repaired\')', 'begin'] -%}
-  {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_routine_statements(c)
-                       + changefeed._sqlserver_grants_statements(c) -%}
+  {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_retention_tables_statements(c)
+                       + changefeed._sqlserver_routine_statements(c) + changefeed._sqlserver_grants_statements(c) -%}
     {%- do body.append(statement) -%}
   {%- endfor -%}
   {%- do body.append('end;') -%}
@@ -199,7 +203,8 @@ select @action as action;
 {#-
   Every T-SQL statement that creates a feed's objects, in order (pure: no queries). The
   shared schema and registry first, then tables, sequence, type and roles, then the
-  procedures and functions, then the grants. _sqlserver_setup_batch runs exactly these,
+  retention tables (each created when missing, so that a feed set up without them gets
+  them), the procedures and functions, then the grants. _sqlserver_setup_batch runs exactly these,
   guarded, in one transaction; the render tests parse each of them.
 -#}
 {% macro _sqlserver_feed_statements(spec) %}
@@ -207,6 +212,7 @@ select @action as action;
   {{ return(changefeed._sqlserver_registry_statements(c)
       + changefeed._sqlserver_tables_statements(c)
       + changefeed._sqlserver_capture_check(c)
+      + changefeed._sqlserver_retention_tables_statements(c)
       + changefeed._sqlserver_routine_statements(c)
       + changefeed._sqlserver_grants_statements(c)) }}
 {% endmacro %}
@@ -233,6 +239,9 @@ select @action as action;
   {%- do bodies.append(changefeed._sqlserver_routine_barrier_acquire(c)) -%}
   {%- do bodies.append(changefeed._sqlserver_routine_barrier_check(c)) -%}
   {%- do bodies.append(changefeed._sqlserver_routine_shards(c)) -%}
+  {%- do bodies.append(changefeed._sqlserver_routine_retain(c)) -%}
+  {%- do bodies.append(changefeed._sqlserver_routine_save_cursor(c)) -%}
+  {%- do bodies.append(changefeed._sqlserver_routine_forget_consumer(c)) -%}
   {%- set statements = [] -%}
   {%- for body in bodies -%}
     {%- do statements.append(changefeed._sqlserver_exec(body)) -%}

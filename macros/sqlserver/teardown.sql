@@ -35,12 +35,13 @@
   {#- The capture trigger first: it writes into the outbox. -#}
   {%- set drops = [('trigger', n.capture)] -%}
   {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',
-                  'lock', 'update_state', 'release', 'feed_write_lock'] -%}
+                  'lock', 'update_state', 'release', 'feed_write_lock', 'retain', 'save_cursor',
+                  'forget_consumer'] -%}
     {%- do drops.append(('procedure', n[key])) -%}
   {%- endfor -%}
   {%- do drops.append(('function', n.ulid)) -%}
   {%- do drops.append(('type', n.read_type)) -%}
-  {%- for key in ['outbox', 'feed', 'session', 'incident', 'state'] -%}
+  {%- for key in ['outbox', 'feed', 'session', 'incident', 'state', 'retention', 'consumer'] -%}
     {%- do drops.append(('table', n[key])) -%}
   {%- endfor -%}
   {%- do drops.append(('sequence', n.sequence)) -%}

@@ -159,16 +159,12 @@ class Database:
 
     def retention_horizon(self, client: Any, shard: int) -> bytes | None:
         """The newest ULID retention removed from ``shard`` (readers with a cursor below it
-        fail), or ``None`` when retention never removed anything there (or on SQL Server)."""
-        if self.dialect == "sqlserver":
-            return None
+        fail), or ``None`` when retention never removed anything there."""
         return client.retention_horizon(self.conn, shard)  # type: ignore[no-any-return]
 
     def registered_cursors(self, client: Any) -> list[tuple[str, int, bytes]]:
         """Cursors consumers registered for retention (``save_cursor``), as
-        ``(consumer, shard, cursor)``; none on SQL Server, which has no retention yet."""
-        if self.dialect == "sqlserver":
-            return []
+        ``(consumer, shard, cursor)``."""
         return client.consumers(self.conn)  # type: ignore[no-any-return]
 
     def unread(

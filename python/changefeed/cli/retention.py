@@ -1,4 +1,4 @@
-"""``changefeed retention``: remove a feed's old events by a policy (PostgreSQL).
+"""``changefeed retention``: remove a feed's old events by a policy (PostgreSQL, SQL Server).
 
     changefeed retention --connection 'postgresql://owner@db/shop' --feed shop.orders \\
         --max-age 7d [--keep-last 100000] [--shard 0] [--override-consumers]
@@ -8,10 +8,11 @@ it: ``--max-age`` keeps events younger than the age (by their ULID's time), ``--
 keeps the newest N events of each shard (whole transactions), and every registered
 consumer's cursor keeps the events after it unless ``--override-consumers`` is given
 (docs/protocol.md section 8.1). A reader whose cursor lies below the removed events then
-fails with CF013 (fell behind retention) and must re-snapshot. Prints one line per shard.
+fails with CF013 (SQL Server: error 51062; fell behind retention) and must re-snapshot.
+Prints one line per shard.
 
 Runs as the feed's owner (the reader and writer roles may not remove events). Exit code
-0, or 1 with one line naming the cause and the fix. SQL Server feeds have no retention yet.
+0, or 1 with one line naming the cause and the fix.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def add_parser(subparsers: Any) -> None:
         help="remove a feed's old events, never past a registered consumer",
         description="Remove a feed's events older than --max-age and/or beyond the newest "
         "--keep-last of each shard, never past a registered consumer's cursor unless "
-        "--override-consumers (PostgreSQL).",
+        "--override-consumers (PostgreSQL, SQL Server).",
     )
     add_connection_arguments(parser)
     parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
@@ -88,11 +89,6 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--keep-last must be 0 or more, got {args.keep_last}")
     max_age = None if args.max_age is None else parse_age(args.max_age)
     with connect(args) as db:
-        if db.dialect == "sqlserver":
-            raise CliError(
-                "retention is implemented on PostgreSQL only; SQL Server feeds keep every "
-                "event (docs/protocol.md section 8.1)"
-            )
         client = db.feed_client(args.feed)
         try:
             done = client.retain(
@@ -105,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         except ChangefeedError as exc:
             raise CliError(str(exc)) from None
         except Exception as exc:
-            if type(exc).__name__ == "InsufficientPrivilege":
+            if _permission_denied(exc):
                 raise CliError(
                     f"this user may not remove events of {args.feed}: retention runs as the "
                     "feed's owner (the role that ran setup_feed), not as its reader or writer "
@@ -144,3 +140,12 @@ def _line(feed: str, r: Any) -> str:
             "which has not read them (--override-consumers removes them)"
         )
     return text
+
+
+def _permission_denied(exc: BaseException) -> bool:
+    """PostgreSQL's InsufficientPrivilege, or SQL Server's error 229 (permission denied)."""
+    if type(exc).__name__ == "InsufficientPrivilege":
+        return True
+    from changefeed.client.sqlserver import error_number
+
+    return error_number(exc) == 229

@@ -40,8 +40,8 @@ from changefeed.client.errors import (
     WriteOutsideBlock,
     WrongMode,
 )
-from changefeed.client.feed import Barrier, Event, Page, SafePoint
-from changefeed.client.postgres import PostgresFeed, Retained, Write, registered_feeds
+from changefeed.client.feed import Barrier, Event, Page, Retained, SafePoint
+from changefeed.client.postgres import PostgresFeed, Write, registered_feeds
 from changefeed.client.sqlserver import SqlServerFeed, SqlServerWrite
 
 __all__ = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from changefeed.client.errors import InvalidArgument
@@ -97,3 +97,39 @@ def keys(rows: Any, width: int, names: Sequence[str]) -> list[tuple[Any, ...]]:
             raise InvalidArgument(f"key columns ({', '.join(names)}) must not be None: {key!r}")
         out.append(tuple(key))
     return out
+
+
+def consumer(value: Any) -> str:
+    """A registered consumer's name (retention, protocol 8.1): 1 to 200 characters."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 200:
+        raise InvalidArgument(
+            f"consumer must be a name of 1 to 200 characters (e.g. the landing table's "
+            f"name), not {value!r}"
+        )
+    return value
+
+
+def retention_policy(
+    max_age: Any, keep_last: Any, override_consumers: Any, shard_id: Any
+) -> tuple[int | None, int | None, bool, int | None]:
+    """``retain``'s arguments as the routine takes them: (max_age in milliseconds,
+    keep_last, override_consumers, shard), each checked (protocol 8.1).
+
+    >>> retention_policy(timedelta(days=1), None, False, None)
+    (86400000, None, False, None)
+    """
+    if max_age is None and keep_last is None:
+        raise InvalidArgument(
+            "retain needs a policy: max_age (remove events older than this), keep_last "
+            "(keep the newest N events of each shard), or both"
+        )
+    if max_age is not None and (not isinstance(max_age, timedelta) or max_age < timedelta(0)):
+        raise InvalidArgument(f"max_age must be a timedelta of at least 0, not {max_age!r}")
+    age_ms = None if max_age is None else int(max_age.total_seconds() * 1000)
+    if keep_last is not None:
+        keep_last = integer(keep_last, "keep_last", 0, _INT64)
+    if not isinstance(override_consumers, bool):
+        raise InvalidArgument(
+            f"override_consumers must be True or False, not {override_consumers!r}"
+        )
+    return age_ms, keep_last, override_consumers, None if shard_id is None else shard(shard_id)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from changefeed.client import _checks
 from changefeed.client.core import FeedInfo
-from changefeed.client.errors import BarrierTimeout, WrongMode
+from changefeed.client.errors import BarrierTimeout, NeedsUpgrade, WrongMode
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,33 @@ class SafePoint:
     safe_point: bytes
     head: bytes
     pending: int
+
+
+@dataclass(frozen=True)
+class Retained:
+    """What ``retain`` (PostgresFeed, SqlServerFeed) did on one shard."""
+
+    shard_id: int
+    removed: int
+    """Events removed by this call."""
+    horizon: bytes | None
+    """The newest ULID retention ever removed from the shard (readers below it fail)."""
+    held_for_consumers: int
+    """Events the policy would remove but a registered consumer's cursor kept."""
+    slowest_consumer: str | None
+    """The registered consumer with the lowest cursor on the shard, if any."""
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Retained:
+        """From a row of ``retain``: shard_id, removed, horizon, held_for_consumers,
+        slowest_consumer."""
+        return cls(
+            shard_id=int(row[0]),
+            removed=int(row[1]),
+            horizon=None if row[2] is None else bytes(row[2]),
+            held_for_consumers=int(row[3]),
+            slowest_consumer=None if row[4] is None else str(row[4]),
+        )
 
 
 @dataclass(frozen=True)
@@ -121,6 +149,95 @@ class FeedClient:
         """Re-read the registry entry (after ``upgrade_feed`` renamed something)."""
         self._info = None
         return self.info(conn)
+
+    # -- retention (protocol 8.1): the checks here, the statements in each dialect's hooks
+
+    def save_cursor(self, conn: Any, consumer: str, shard: int, cursor: bytes) -> None:
+        """Register ``consumer``'s cursor on ``shard``: retention keeps every event after it
+        (unless overridden). Call it after the output and cursor are stored durably; a
+        consumer registered on some shards keeps every event of its other shards.
+        A cursor below the retention horizon raises :class:`FellBehindRetention`."""
+        consumer = _checks.consumer(consumer)
+        shard = _checks.shard(shard)
+        cursor = _checks.ulid(cursor, "cursor")
+        self._save_cursor(conn, self._retention_info(conn, "save_cursor"), consumer, shard, cursor)
+
+    def forget_consumer(self, conn: Any, consumer: str) -> int:
+        """Unregister ``consumer`` (every shard); returns how many cursors were removed."""
+        consumer = _checks.consumer(consumer)
+        return self._forget_consumer(conn, self._retention_info(conn, "forget_consumer"), consumer)
+
+    def consumers(self, conn: Any) -> list[tuple[str, int, bytes]]:
+        """Registered cursors as ``(consumer, shard, cursor)``, by consumer and shard."""
+        info = self.info(conn)
+        if "consumer" not in info.names:
+            return []
+        return [(str(r[0]), int(r[1]), bytes(r[2])) for r in self._consumer_rows(conn, info)]
+
+    def retention_horizon(self, conn: Any, shard: int) -> bytes | None:
+        """The newest ULID retention removed from ``shard`` (a reader whose cursor lies
+        below it fails), or ``None`` if retention never removed an event there."""
+        shard = _checks.shard(shard)
+        info = self.info(conn)
+        if "retention" not in info.names:
+            return None
+        return self._horizons(conn, info, [shard]).get(shard)
+
+    def retain(
+        self,
+        conn: Any,
+        max_age: timedelta | None = None,
+        keep_last: int | None = None,
+        override_consumers: bool = False,
+        shard: int | None = None,
+    ) -> list[Retained]:
+        """Remove events by a policy, per shard (every shard, or ``shard``): those at or
+        below the safe point that are older than ``max_age`` (by their ULID's time) and
+        not in the block of one of the newest ``keep_last`` events (a rule left out keeps
+        nothing by itself; give at least one), and, unless ``override_consumers``, at or
+        below every registered consumer's cursor. Runs as the feed's owner (the reader
+        and writer roles may not). Readers whose cursor lies below what was removed then
+        fail with :class:`FellBehindRetention`.
+        """
+        policy = _checks.retention_policy(max_age, keep_last, override_consumers, shard)
+        rows = self._retain_rows(conn, self._retention_info(conn, "retain"), *policy)
+        return [Retained.from_row(r) for r in rows]
+
+    def _save_cursor(
+        self, conn: Any, info: FeedInfo, consumer: str, shard: int, cursor: bytes
+    ) -> None:
+        raise NotImplementedError
+
+    def _forget_consumer(self, conn: Any, info: FeedInfo, consumer: str) -> int:
+        raise NotImplementedError
+
+    def _consumer_rows(self, conn: Any, info: FeedInfo) -> Sequence[Sequence[Any]]:
+        raise NotImplementedError
+
+    def _horizons(self, conn: Any, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
+        raise NotImplementedError
+
+    def _retain_rows(
+        self,
+        conn: Any,
+        info: FeedInfo,
+        max_age_ms: int | None,
+        keep_last: int | None,
+        override_consumers: bool,
+        shard: int | None,
+    ) -> Sequence[Sequence[Any]]:
+        raise NotImplementedError
+
+    def _retention_info(self, conn: Any, operation: str) -> FeedInfo:
+        """The registry entry, if the feed has retention's routines (protocol 8.1)."""
+        info = self.info(conn)
+        if "retain" not in info.names:
+            raise NeedsUpgrade(
+                f"feed {self.feed_id} was set up by a package without retention, so it has no "
+                f"{operation}: run `dbt run-operation changefeed.upgrade_feed` with its config "
+                "(it adds the retention routines and tables and keeps the data)"
+            )
+        return info
 
     def barrier_acquire(self, conn: Any, shard: int) -> Barrier:
         raise NotImplementedError

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from changefeed.client import _checks
@@ -49,10 +49,16 @@ from changefeed.client.errors import (
     FeedNotFound,
     InvalidArgument,
     LockInTransaction,
-    NeedsUpgrade,
     translate,
 )
-from changefeed.client.feed import Barrier, BlockWrite, Event, FeedClient, Page, SafePoint
+from changefeed.client.feed import (
+    Barrier,
+    BlockWrite,
+    Event,
+    FeedClient,
+    Page,
+    SafePoint,
+)
 
 
 def run(conn: Any, query: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -415,131 +421,45 @@ class PostgresFeed(FeedClient):
 
     # -- retention (protocol 8.1) -------------------------------------------------------
 
-    def save_cursor(self, conn: Any, consumer: str, shard: int, cursor: bytes) -> None:
-        """Register ``consumer``'s cursor on ``shard``: retention keeps every event after it
-        (unless overridden). Call it after the output and cursor are stored durably; a
-        consumer registered on some shards keeps every event of its other shards.
-        A cursor below the retention horizon raises :class:`FellBehindRetention`."""
-        consumer = _consumer_name(consumer)
-        shard = _checks.shard(shard)
-        cursor = _checks.ulid(cursor, "cursor")
-        info = self._retention_info(conn, "save_cursor")
+    def _save_cursor(
+        self, conn: Any, info: FeedInfo, consumer: str, shard: int, cursor: bytes
+    ) -> None:
         run(conn, f"select {info.q('save_cursor')}(%s, %s, %s)", (consumer, shard, cursor))
 
-    def forget_consumer(self, conn: Any, consumer: str) -> int:
-        """Unregister ``consumer`` (every shard); returns how many cursors were removed."""
-        consumer = _consumer_name(consumer)
-        info = self._retention_info(conn, "forget_consumer")
+    def _forget_consumer(self, conn: Any, info: FeedInfo, consumer: str) -> int:
         return int(run(conn, f"select {info.q('forget_consumer')}(%s)", (consumer,))[0][0])
 
-    def consumers(self, conn: Any) -> list[tuple[str, int, bytes]]:
-        """Registered cursors as ``(consumer, shard, cursor)``, by consumer and shard."""
-        info = self.info(conn)
-        if "consumer" not in info.names:
-            return []
-        rows = run(
+    def _consumer_rows(self, conn: Any, info: FeedInfo) -> Sequence[Sequence[Any]]:
+        return run(
             conn,
             f'select k.consumer, k.shard_id, k."cursor" from {info.q("consumer")} as k '
             "order by k.consumer, k.shard_id",
         )
-        return [(str(r[0]), int(r[1]), bytes(r[2])) for r in rows]
 
-    def retention_horizon(self, conn: Any, shard: int) -> bytes | None:
-        """The newest ULID retention removed from ``shard`` (a reader whose cursor lies
-        below it fails), or ``None`` if retention never removed an event there."""
-        shard = _checks.shard(shard)
-        info = self.info(conn)
-        if "retention" not in info.names:
-            return None
+    def _horizons(self, conn: Any, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
         rows = run(
             conn,
-            f"select rt.horizon from {info.q('retention')} as rt where rt.shard_id = %s",
-            (shard,),
+            f"select rt.shard_id, rt.horizon from {info.q('retention')} as rt "
+            "where rt.shard_id = any(%s)",
+            (list(shards),),
         )
-        return bytes(rows[0][0]) if rows else None
+        return {int(r[0]): bytes(r[1]) for r in rows}
 
-    def retain(
+    def _retain_rows(
         self,
         conn: Any,
-        max_age: timedelta | None = None,
-        keep_last: int | None = None,
-        override_consumers: bool = False,
-        shard: int | None = None,
-    ) -> list[Retained]:
-        """Remove events by a policy, per shard (every shard, or ``shard``): those at or
-        below the safe point that are older than ``max_age`` (by their ULID's time) and
-        not in the block of one of the newest ``keep_last`` events (a rule left out keeps
-        nothing by itself; give at least one), and, unless ``override_consumers``, at or
-        below every registered consumer's cursor. Runs as the feed's owner (the reader
-        and writer roles may not). Readers whose cursor lies below what was removed then
-        fail with :class:`FellBehindRetention`.
-        """
-        if max_age is None and keep_last is None:
-            raise InvalidArgument(
-                "retain needs a policy: max_age (remove events older than this), keep_last "
-                "(keep the newest N events of each shard), or both"
-            )
-        if max_age is not None and (not isinstance(max_age, timedelta) or max_age < timedelta(0)):
-            raise InvalidArgument(f"max_age must be a timedelta of at least 0, not {max_age!r}")
-        age_ms = None if max_age is None else int(max_age.total_seconds() * 1000)
-        if keep_last is not None:
-            keep_last = _checks.integer(keep_last, "keep_last", 0, 2**63)
-        if not isinstance(override_consumers, bool):
-            raise InvalidArgument(
-                f"override_consumers must be True or False, not {override_consumers!r}"
-            )
-        shard = None if shard is None else _checks.shard(shard)
-        info = self._retention_info(conn, "retain")
-        rows = run(
+        info: FeedInfo,
+        max_age_ms: int | None,
+        keep_last: int | None,
+        override_consumers: bool,
+        shard: int | None,
+    ) -> Sequence[Sequence[Any]]:
+        return run(
             conn,
             "select r.shard_id, r.removed, r.horizon, r.held_for_consumers, r.slowest_consumer "
             f"from {info.q('retain')}(%s, %s, %s, %s) as r",
-            (age_ms, keep_last, override_consumers, shard),
+            (max_age_ms, keep_last, override_consumers, shard),
         )
-        return [
-            Retained(
-                shard_id=int(r[0]),
-                removed=int(r[1]),
-                horizon=None if r[2] is None else bytes(r[2]),
-                held_for_consumers=int(r[3]),
-                slowest_consumer=r[4],
-            )
-            for r in rows
-        ]
-
-    def _retention_info(self, conn: Any, operation: str) -> FeedInfo:
-        info = self.info(conn)
-        if "retain" not in info.names:
-            raise NeedsUpgrade(
-                f"feed {self.feed_id} was set up by a package without retention, so it has no "
-                f"{operation}: run `dbt run-operation changefeed.upgrade_feed` with its config "
-                "(it adds the retention routines and tables and keeps the data)"
-            )
-        return info
-
-
-@dataclass(frozen=True)
-class Retained:
-    """What :meth:`PostgresFeed.retain` did on one shard."""
-
-    shard_id: int
-    removed: int
-    """Events removed by this call."""
-    horizon: bytes | None
-    """The newest ULID retention ever removed from the shard (readers below it fail)."""
-    held_for_consumers: int
-    """Events the policy would remove but a registered consumer's cursor kept."""
-    slowest_consumer: str | None
-    """The registered consumer with the lowest cursor on the shard, if any."""
-
-
-def _consumer_name(consumer: str) -> str:
-    if not isinstance(consumer, str) or not 1 <= len(consumer) <= 200:
-        raise InvalidArgument(
-            f"consumer must be a name of 1 to 200 characters (e.g. the landing table's "
-            f"name), not {consumer!r}"
-        )
-    return consumer
 
 
 def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:

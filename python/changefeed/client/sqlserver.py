@@ -34,6 +34,7 @@ from changefeed.client.errors import (
     CannotConnect,
     ChangefeedError,
     FeedNotFound,
+    FellBehindRetention,
     InvalidArgument,
     LockBurned,
     LockInTransaction,
@@ -43,7 +44,14 @@ from changefeed.client.errors import (
     WriteAbandoned,
     WriteInProgress,
 )
-from changefeed.client.feed import Barrier, BlockWrite, Event, FeedClient, Page, SafePoint
+from changefeed.client.feed import (
+    Barrier,
+    BlockWrite,
+    Event,
+    FeedClient,
+    Page,
+    SafePoint,
+)
 
 Row = tuple[Any, ...]
 
@@ -326,6 +334,30 @@ def move_outbox(
     return published
 
 
+def horizons(conn: Any, info: FeedInfo, shard_ids: Sequence[int]) -> dict[int, bytes]:
+    """Per shard, the newest event retention removed (protocol 8.1); shards retention never
+    touched, and every shard of a feed set up without retention, are left out."""
+    if "retention" not in info.names or not shard_ids:
+        return {}
+    shard_ids = [_checks.shard(s) for s in shard_ids]
+    _, rows = call(
+        conn,
+        f"select shard_id, horizon from {_object(info, 'retention')} "
+        f"where shard_id in ({', '.join(['%s'] * len(shard_ids))})",
+        tuple(shard_ids),
+    )
+    return {int(r[0]): bytes(r[1]) for r in rows}
+
+
+def save_cursor(conn: Any, info: FeedInfo, consumer: str, shard: int, cursor: bytes) -> None:
+    """Register ``consumer``'s cursor on ``shard`` (``save_cursor``, protocol 8.1)."""
+    call(
+        conn,
+        f"exec {_object(info, 'save_cursor')} @consumer = %s, @shard_id = %s, @cursor = %s",
+        (_checks.consumer(consumer), _checks.shard(shard), _checks.ulid(cursor, "cursor")),
+    )
+
+
 def source_rows(
     conn: Any, info: FeedInfo, columns: Sequence[str], keys: Sequence[Row]
 ) -> dict[Row, Row]:
@@ -408,7 +440,7 @@ def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]
 
 #: The feed procedures' error numbers (docs/sqlserver.md, "Error numbers") as the exception
 #: classes PostgresFeed raises for the same refusal. Numbers not listed (51005, 51021,
-#: 51046: a lock not granted in time; 51011: update_state outside the writer's transaction,
+#: 51046, 51064: a lock not granted in time; 51011: update_state outside the writer's transaction,
 #: which this client never sends) become a plain ChangefeedError.
 _BY_NUMBER: dict[int, type[ChangefeedError]] = {
     51001: LockInTransaction, 51015: LockInTransaction, 51020: LockInTransaction,
@@ -420,6 +452,7 @@ _BY_NUMBER: dict[int, type[ChangefeedError]] = {
     51010: NoWriteInProgress,
     51012: WriteAbandoned, 51014: WriteAbandoned,
     51013: LockBurned,
+    51062: FellBehindRetention, 51063: InvalidArgument,
     51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
     51055: SetupConflict, 51059: SetupConflict,
     51056: FeedNotFound,
@@ -781,6 +814,46 @@ class SqlServerFeed(FeedClient):
              barrier.outbox_sequence),
         )  # fmt: skip
         return bool(rows[0][0])
+
+    # -- retention (protocol 8.1) -------------------------------------------------------
+
+    def _save_cursor(
+        self, conn: Any, info: FeedInfo, consumer: str, shard: int, cursor: bytes
+    ) -> None:
+        save_cursor(conn, info, consumer, shard, cursor)
+
+    def _forget_consumer(self, conn: Any, info: FeedInfo, consumer: str) -> int:
+        _, rows = call(conn, f"exec {_object(info, 'forget_consumer')} @consumer = %s", (consumer,))
+        return int(rows[0][0])
+
+    def _consumer_rows(self, conn: Any, info: FeedInfo) -> Sequence[Sequence[Any]]:
+        _, rows = call(
+            conn,
+            f"select consumer, shard_id, [cursor] from {_object(info, 'consumer')} "
+            "order by consumer, shard_id",
+        )
+        return rows
+
+    def _horizons(self, conn: Any, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
+        return horizons(conn, info, shards)
+
+    def _retain_rows(
+        self,
+        conn: Any,
+        info: FeedInfo,
+        max_age_ms: int | None,
+        keep_last: int | None,
+        override_consumers: bool,
+        shard: int | None,
+    ) -> Sequence[Sequence[Any]]:
+        """``retain`` (docs/sqlserver.md, Retention): 51062 is :class:`FellBehindRetention`."""
+        _, rows = call(
+            conn,
+            f"exec {_object(info, 'retain')} @max_age_ms = %s, @keep_last = %s, "
+            "@override_consumers = %s, @shard_id = %s",
+            (max_age_ms, keep_last, override_consumers, shard),
+        )
+        return rows
 
 
 def lock_sql(info: FeedInfo, begin: bool = True) -> str:

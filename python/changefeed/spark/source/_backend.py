@@ -154,12 +154,26 @@ class Backend(ABC):
 
     def horizons(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
         """Per shard, the newest event retention removed (protocol 8.1); shards retention
-        never touched are left out. Only PostgreSQL feeds have retention so far."""
+        never touched are left out. Backends without retention have none."""
         return {}
 
     def save_cursors(self, info: SourceFeed, consumer: str, cursors: Mapping[int, bytes]) -> None:
         """Register ``consumer``'s committed cursors, so retention keeps every event after
-        them (protocol 8.1). Only PostgreSQL feeds have retention so far: a no-op here."""
+        them (protocol 8.1). A feed set up without retention removes nothing: no-op."""
+        from changefeed.client import ChangefeedError
+
+        if "save_cursor" not in info.names:
+            return
+        try:
+            for shard in sorted(cursors):
+                self.save_cursor(info, consumer, shard, cursors[shard])
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id}: registering consumer {consumer!r}'s cursors failed: {exc}"
+            ) from None
+
+    def save_cursor(self, info: SourceFeed, consumer: str, shard: int, cursor: bytes) -> None:
+        """One shard's ``save_cursor``; backends without retention keep everything."""
         return None
 
     @abstractmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -148,19 +148,8 @@ class PostgresBackend(Backend):
         )
         return {int(r[0]): bytes(r[1]) for r in rows}
 
-    def save_cursors(self, info: SourceFeed, consumer: str, cursors: Mapping[int, bytes]) -> None:
-        from changefeed.client import ChangefeedError
-
-        if "save_cursor" not in info.names:
-            return  # a feed without retention removes nothing: there is nothing to keep
-        client = self._client(info.feed_id)
-        try:
-            for shard in sorted(cursors):
-                client.save_cursor(self.conn, consumer, shard, cursors[shard])
-        except ChangefeedError as exc:
-            raise ChangefeedSourceError(
-                f"feed {info.feed_id}: registering consumer {consumer!r}'s cursors failed: {exc}"
-            ) from None
+    def save_cursor(self, info: SourceFeed, consumer: str, shard: int, cursor: bytes) -> None:
+        self._client(info.feed_id).save_cursor(self.conn, consumer, shard, cursor)
 
     def close(self) -> None:
         self.conn.close()

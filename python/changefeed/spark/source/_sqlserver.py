@@ -69,6 +69,12 @@ class SqlServerBackend(Backend):
             )
         return client.shards(self.conn, info.info)
 
+    def horizons(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
+        return client.horizons(self.conn, info.info, shards)
+
+    def save_cursor(self, info: SourceFeed, consumer: str, shard: int, cursor: bytes) -> None:
+        client.save_cursor(self.conn, info.info, consumer, shard, cursor)
+
     def safe_points(self, info: SourceFeed, shards: Sequence[int]) -> dict[int, bytes]:
         found = client.safe_points(self.conn, info.info)
         return {shard: found.get(shard, ZERO_ULID) for shard in shards}

@@ -87,7 +87,10 @@ begin
     throw 51052, @msg, 1;
 end
 -- A newer protocol may add objects (and names): compared within one version only.
-else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+-- A feed set up by a package without retention registered fewer names: it gets the
+-- retention objects ('updated' below).
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+    and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'shop.orders', N' differ from the registered ones (',
@@ -96,6 +99,7 @@ begin
 end
 else if convert(varbinary(max), @options) = convert(varbinary(max), N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}')
     and @version = 2
+    and convert(varbinary(max), @names) = convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
     set @action = N'unchanged';
 else
     set @action = N'updated';
@@ -123,12 +127,19 @@ begin
         (N'"barrier_acquire:shop.orders"'),
         (N'"barrier_check:shop.orders"'),
         (N'"shards:shop.orders"'),
+        (N'"retention:shop.orders"'),
+        (N'"consumer:shop.orders"'),
+        (N'"retain:shop.orders"'),
+        (N'"save_cursor:shop.orders"'),
+        (N'"forget_consumer:shop.orders"'),
         (N'"changefeed_writer:shop.orders"'),
         (N'"changefeed_reader:shop.orders"'),
         (N'"pk:state:shop.orders"'),
         (N'"pk:feed:shop.orders"'),
         (N'"pk:session:shop.orders"'),
         (N'"pk:incident:shop.orders"'),
+        (N'"pk:retention:shop.orders"'),
+        (N'"pk:consumer:shop.orders"'),
         (N'"ck:session.state:shop.orders"')
         ) as n (needle)
     where f.feed_id <> N'shop.orders' and charindex(n.needle, f.names) > 0;
@@ -159,12 +170,19 @@ begin
         (N'[changefeed].[barrier_acquire:shop.orders]', object_id(N'[changefeed].[barrier_acquire:shop.orders]')),
         (N'[changefeed].[barrier_check:shop.orders]', object_id(N'[changefeed].[barrier_check:shop.orders]')),
         (N'[changefeed].[shards:shop.orders]', object_id(N'[changefeed].[shards:shop.orders]')),
+        (N'[changefeed].[retention:shop.orders]', object_id(N'[changefeed].[retention:shop.orders]')),
+        (N'[changefeed].[consumer:shop.orders]', object_id(N'[changefeed].[consumer:shop.orders]')),
+        (N'[changefeed].[retain:shop.orders]', object_id(N'[changefeed].[retain:shop.orders]')),
+        (N'[changefeed].[save_cursor:shop.orders]', object_id(N'[changefeed].[save_cursor:shop.orders]')),
+        (N'[changefeed].[forget_consumer:shop.orders]', object_id(N'[changefeed].[forget_consumer:shop.orders]')),
         (N'[changefeed_writer:shop.orders]', database_principal_id(N'changefeed_writer:shop.orders')),
         (N'[changefeed_reader:shop.orders]', database_principal_id(N'changefeed_reader:shop.orders')),
         (N'[changefeed].[pk:state:shop.orders]', object_id(N'[changefeed].[pk:state:shop.orders]')),
         (N'[changefeed].[pk:feed:shop.orders]', object_id(N'[changefeed].[pk:feed:shop.orders]')),
         (N'[changefeed].[pk:session:shop.orders]', object_id(N'[changefeed].[pk:session:shop.orders]')),
         (N'[changefeed].[pk:incident:shop.orders]', object_id(N'[changefeed].[pk:incident:shop.orders]')),
+        (N'[changefeed].[pk:retention:shop.orders]', object_id(N'[changefeed].[pk:retention:shop.orders]')),
+        (N'[changefeed].[pk:consumer:shop.orders]', object_id(N'[changefeed].[pk:consumer:shop.orders]')),
         (N'[changefeed].[ck:session.state:shop.orders]', object_id(N'[changefeed].[ck:session.state:shop.orders]'))
         ) as v (object_name, id)
     where v.id is not null;
@@ -253,6 +271,24 @@ end;
 
 if @action in (N'created', N'updated', N'repaired')
 begin
+if object_id(N'[changefeed].[retention:shop.orders]', N'U') is null
+    exec sp_executesql N'create table [changefeed].[retention:shop.orders] (
+    shard_id int not null,
+    horizon binary(16) not null,
+    removed bigint not null,
+    updated_at datetime2(3) not null,
+    constraint [pk:retention:shop.orders] primary key (shard_id)
+)';
+if object_id(N'[changefeed].[consumer:shop.orders]', N'U') is null
+    exec sp_executesql N'create table [changefeed].[consumer:shop.orders] (
+    consumer nvarchar(200) not null,
+    shard_id int not null,
+    [cursor] binary(16) not null,
+    updated_at datetime2(3) not null,
+    constraint [pk:consumer:shop.orders] primary key (consumer, shard_id)
+)';
+exec sp_executesql N'grant select on object::[changefeed].[retention:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'create or alter procedure [changefeed].[release:shop.orders]
 as
 begin
@@ -687,6 +723,7 @@ begin
 
     declare
         @msg nvarchar(2048),
+        @horizon binary(16),
         @safe_point binary(16),
         @rows int,
         @last binary(16),
@@ -775,6 +812,24 @@ begin
                 from [changefeed].[feed:shop.orders] as f
                 where f.shard_id = @shard_id and f.ulid > @last and f.ulid <= @block_last and f.ulid <= @safe_point;
         end;
+    end;
+
+    -- Checked after the page was read, not before: retention commits its horizon with its
+    -- delete, so a run that removed events above @cursor before or while this page was
+    -- read has its horizon visible here (under locking READ COMMITTED and under RCSI
+    -- alike), and the call fails instead of returning the page without them (C5).
+    set @horizon = null;
+    select @horizon = horizon from [changefeed].[retention:shop.orders] where shard_id = @shard_id;
+    if @horizon > @cursor
+    begin
+        set @msg = concat(
+            N''changefeed: a reader of '', N''shop.orders'', N'' shard '', @shard_id,
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
+            N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
+            N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
+            N'' cursor with save_cursor so that retention keeps the events it has not read.'');
+        throw 51062, @msg, 1;
     end;
 
     -- #read holds one page, as in mssql-changefeed, whose read_feed emptied it first:
@@ -994,6 +1049,268 @@ begin
     from [changefeed].[state:shop.orders] as st
     order by shard_id;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[retain:shop.orders]
+    @max_age_ms bigint = null,
+    @keep_last bigint = null,
+    @override_consumers bit = 0,
+    @shard_id int = null
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 8.1)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+
+    declare
+        @rc int,
+        @msg nvarchar(2048),
+        @only int = @shard_id,
+        @safe_point binary(16),
+        @age_limit binary(16),
+        @keep_limit binary(16),
+        @before binary(16),
+        @upto binary(16),
+        @nth binary(16),
+        @cut_ms bigint,
+        @min_cursor binary(16),
+        @slowest nvarchar(200),
+        @policy bigint,
+        @removed bigint,
+        @max binary(16);
+    declare @shards table (shard_id int not null primary key);
+    declare @chunk table (ulid binary(16) not null primary key);
+    declare @out table (
+        shard_id int not null primary key,
+        removed bigint not null,
+        horizon binary(16) null,
+        held_for_consumers bigint not null,
+        slowest_consumer nvarchar(200) null);
+    declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
+
+    if @max_age_ms is null and @keep_last is null
+        throw 51063, N''changefeed: [changefeed].[retain:shop.orders] needs a policy: @max_age_ms (remove events older than this), @keep_last (keep the newest N events of each shard), or both'', 1;
+    if @max_age_ms < 0 or @keep_last < 0 or @override_consumers is null
+        throw 51063, N''changefeed: [changefeed].[retain:shop.orders]: @max_age_ms and @keep_last must be 0 or more, and @override_consumers 0 or 1'', 1;
+
+    if @max_age_ms is not null
+    begin
+        set @cut_ms = datediff_big(millisecond, ''1970-01-01'', sysutcdatetime()) - @max_age_ms;
+        -- The smallest ULID of the cut''s millisecond: events below it are older.
+        set @age_limit = case
+            when @cut_ms <= 0 then 0x00000000000000000000000000000000
+            else convert(binary(16), substring(convert(binary(8), @cut_ms), 3, 6) + 0x00000000000000000000)
+        end;
+    end;
+
+    if @only is null
+        insert into @shards (shard_id) select shard_id from [changefeed].[state:shop.orders];
+    else
+        insert into @shards (shard_id) select shard_id from [changefeed].[state:shop.orders] where shard_id = @only;
+
+    while 1 = 1
+    begin
+        set @shard_id = null;
+        select top (1) @shard_id = shard_id from @shards order by shard_id;
+        if @shard_id is null
+            break;
+        delete from @shards where shard_id = @shard_id;
+
+        set @safe_point = null;
+        delete from @heads;
+        if @shard_id is null
+            insert into @heads (shard_id, generation, head)
+            select shard_id, generation, head
+            from [changefeed].[state:shop.orders];
+        else
+            insert into @heads (shard_id, generation, head)
+            select shard_id, generation, head
+            from [changefeed].[state:shop.orders]
+            where shard_id = @shard_id;
+        select @safe_point = sp.safe_point
+        from (
+            select
+                s.shard_id,
+                s.generation,
+                s.head,
+                case
+                    when p.first_pending is null or s.head < p.first_pending then s.head
+                    when p.first_pending = 0x00000000000000000000000000000000 then 0x00000000000000000000000000000000
+                    when substring(p.first_pending, 9, 8) = 0x0000000000000000
+                        then convert(binary(16), convert(binary(8), convert(bigint, substring(p.first_pending, 1, 8)) - 1) + 0xFFFFFFFFFFFFFFFF)
+                    when substring(p.first_pending, 9, 8) = 0x8000000000000000
+                        then convert(binary(16), substring(p.first_pending, 1, 8) + 0x7FFFFFFFFFFFFFFF)
+                    else convert(binary(16), substring(p.first_pending, 1, 8) + convert(binary(8), convert(bigint, substring(p.first_pending, 9, 8)) - 1))
+                end as safe_point,
+                p.pending,
+                o.session_id as oldest_pending_session_id,
+                o.write_id as oldest_pending_write_id,
+                o.started_at as oldest_pending_started_at
+            from @heads as s
+            outer apply (
+                select count(*) as pending, min(w.first_ulid) as first_pending
+                from [changefeed].[session:shop.orders] as w
+                where w.shard_id = s.shard_id and w.state = 0
+            ) as p
+            outer apply (
+                select top (1) w.session_id, w.write_id, w.started_at
+                from [changefeed].[session:shop.orders] as w
+                where w.shard_id = s.shard_id and w.state = 0
+                order by w.started_at
+            ) as o
+        ) as sp
+        where sp.shard_id = @shard_id;
+        set @safe_point = isnull(@safe_point, 0x00000000000000000000000000000000);
+
+        -- The newest @keep_last events keep their whole blocks, so that no transaction
+        -- loses its older events; fewer events than that keep them all.
+        set @keep_limit = null;
+        if @keep_last > 0
+        begin
+            set @nth = null;
+            select @nth = f.ulid
+            from [changefeed].[feed:shop.orders] as f
+            where f.shard_id = @shard_id and f.ulid <= @safe_point
+            order by f.ulid desc
+            offset @keep_last - 1 rows fetch next 1 rows only;
+            set @keep_limit = case
+                when @nth is null then 0x00000000000000000000000000000000
+                else convert(binary(16), substring(@nth, 1, 8)
+                    + convert(binary(8), convert(bigint, substring(@nth, 9, 8)) & convert(bigint, 0xFFFFFFF000000000)))
+            end;
+        end;
+        -- Removed: at or below @upto and (when not null) below @before.
+        set @before = case
+            when @age_limit is null then @keep_limit
+            when @keep_limit is null or @age_limit < @keep_limit then @age_limit
+            else @keep_limit
+        end;
+
+        set @slowest = null;
+        set @min_cursor = null;
+        select top (1) @slowest = c.consumer, @min_cursor = isnull(k.[cursor], 0x00000000000000000000000000000000)
+        from (select distinct consumer from [changefeed].[consumer:shop.orders]) as c
+        left join [changefeed].[consumer:shop.orders] as k on k.consumer = c.consumer and k.shard_id = @shard_id
+        order by isnull(k.[cursor], 0x00000000000000000000000000000000), c.consumer;
+
+        if @before is null
+            select @policy = count_big(*) from [changefeed].[feed:shop.orders]
+            where shard_id = @shard_id and ulid <= @safe_point;
+        else
+            select @policy = count_big(*) from [changefeed].[feed:shop.orders]
+            where shard_id = @shard_id and ulid <= @safe_point and ulid < @before;
+
+        set @upto = case
+            when @override_consumers = 0 and @min_cursor < @safe_point then @min_cursor
+            else @safe_point
+        end;
+        set @removed = 0;
+        while 1 = 1
+        begin
+            begin transaction;
+            exec @rc = sp_getapplock
+                @Resource = N''changefeed/shop.orders/retention'', @LockMode = N''Exclusive'', @LockOwner = N''Transaction'',
+                @LockTimeout = 60000, @DbPrincipal = N''public'';
+            if @rc < 0
+                throw 51064, N''changefeed: [changefeed].[retain:shop.orders] waited 60 s for the retention lock of the feed, which another retention run holds; run it again later'', 1;
+            delete from @chunk;
+            if @before is null
+                insert into @chunk (ulid)
+                select top (10000) ulid from [changefeed].[feed:shop.orders]
+                where shard_id = @shard_id and ulid <= @upto
+                order by ulid;
+            else
+                insert into @chunk (ulid)
+                select top (10000) ulid from [changefeed].[feed:shop.orders]
+                where shard_id = @shard_id and ulid <= @upto and ulid < @before
+                order by ulid;
+            set @max = (select max(ulid) from @chunk);
+            if @max is null
+            begin
+                commit;
+                break;
+            end;
+            -- The horizon commits with the delete (C5): a reader checks it after reading.
+            update [changefeed].[retention:shop.orders] with (updlock, serializable)
+            set horizon = case when horizon < @max then @max else horizon end,
+                removed = removed + (select count_big(*) from @chunk),
+                updated_at = sysutcdatetime()
+            where shard_id = @shard_id;
+            if @@rowcount = 0
+                insert into [changefeed].[retention:shop.orders] (shard_id, horizon, removed, updated_at)
+                select @shard_id, @max, count_big(*), sysutcdatetime() from @chunk;
+            delete f
+            from [changefeed].[feed:shop.orders] as f
+            inner join @chunk as k on k.ulid = f.ulid
+            where f.shard_id = @shard_id;
+            set @removed = @removed + @@rowcount;
+            commit;
+        end;
+
+        insert into @out (shard_id, removed, horizon, held_for_consumers, slowest_consumer)
+        select @shard_id, @removed, (select horizon from [changefeed].[retention:shop.orders] where shard_id = @shard_id),
+            case when @policy > @removed then @policy - @removed else 0 end, @slowest;
+    end;
+
+    select shard_id, removed, horizon, held_for_consumers, slowest_consumer,
+        lower(convert(varchar(32), horizon, 2)) as horizon_hex
+    from @out
+    order by shard_id;
+end';
+exec sp_executesql N'create or alter procedure [changefeed].[save_cursor:shop.orders]
+    @consumer nvarchar(max),
+    @shard_id int,
+    @cursor varbinary(max)
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 8.1)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+    declare @msg nvarchar(2048), @horizon binary(16);
+
+    -- len() ignores trailing spaces; the appended dot keeps them counted.
+    if @consumer is null or len(@consumer + N''.'') - 1 not between 1 and 200
+        throw 51063, N''changefeed: [changefeed].[save_cursor:shop.orders] needs @consumer, a name of 1 to 200 characters'', 1;
+    if @shard_id is null
+        throw 51002, N''changefeed: [changefeed].[save_cursor:shop.orders]: @shard_id must not be NULL'', 1;
+    if @cursor is null or datalength(@cursor) <> 16
+        throw 51063, N''changefeed: [changefeed].[save_cursor:shop.orders]: @cursor must be 16 bytes, a ULID (0x00000000000000000000000000000000 for the beginning)'', 1;
+
+    set @horizon = null;
+    select @horizon = horizon from [changefeed].[retention:shop.orders] where shard_id = @shard_id;
+    if @horizon > @cursor
+    begin
+        set @msg = concat(
+            N''changefeed: a reader of '', N''shop.orders'', N'' shard '', @shard_id,
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
+            N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
+            N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
+            N'' cursor with save_cursor so that retention keeps the events it has not read.'');
+        throw 51062, @msg, 1;
+    end;
+
+    begin transaction;
+    update [changefeed].[consumer:shop.orders] with (updlock, serializable)
+    set [cursor] = @cursor, updated_at = sysutcdatetime()
+    where consumer = @consumer and shard_id = @shard_id;
+    if @@rowcount = 0
+        insert into [changefeed].[consumer:shop.orders] (consumer, shard_id, [cursor], updated_at)
+        values (@consumer, @shard_id, @cursor, sysutcdatetime());
+    commit;
+end';
+exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.orders]
+    @consumer nvarchar(max)
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 8.1)
+    set nocount on;
+    set xact_abort on;
+    if @consumer is null
+        throw 51063, N''changefeed: [changefeed].[forget_consumer:shop.orders] needs @consumer, not NULL'', 1;
+    delete from [changefeed].[consumer:shop.orders] where consumer = @consumer;
+    select @@rowcount as forgotten;
+end';
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[update_state:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[release:shop.orders] to [changefeed_writer:shop.orders]';
@@ -1007,6 +1324,8 @@ exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.order
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 end;
 
@@ -1019,10 +1338,10 @@ if @action = N'created'
         N'shop', N'orders',
         N'[shop].[orders]', N'blocking',
         N'[["order_id", "int", null, false]]', N'[{"name": "order_id", "data_type": "int", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action in (N'updated', N'repaired')
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
         updated_at = sysutcdatetime()
     where feed_id = N'shop.orders';
 commit;

@@ -98,6 +98,24 @@ begin
     drop procedure [changefeed].[feed_write_lock:shop.orders];
 end;
 
+if object_id(N'[changefeed].[retain:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[retain:shop.orders];
+end;
+
+if object_id(N'[changefeed].[save_cursor:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[save_cursor:shop.orders];
+end;
+
+if object_id(N'[changefeed].[forget_consumer:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[forget_consumer:shop.orders];
+end;
+
 if object_id(N'[changefeed].[ulid:shop.orders]') is not null
 begin
     set @found = 1;
@@ -138,6 +156,18 @@ if object_id(N'[changefeed].[state:shop.orders]') is not null
 begin
     set @found = 1;
     drop table [changefeed].[state:shop.orders];
+end;
+
+if object_id(N'[changefeed].[retention:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[retention:shop.orders];
+end;
+
+if object_id(N'[changefeed].[consumer:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[consumer:shop.orders];
 end;
 
 if object_id(N'[changefeed].[sequence:shop.orders]') is not null

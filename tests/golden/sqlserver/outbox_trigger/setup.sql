@@ -87,7 +87,10 @@ begin
     throw 51052, @msg, 1;
 end
 -- A newer protocol may add objects (and names): compared within one version only.
-else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+-- A feed set up by a package without retention registered fewer names: it gets the
+-- retention objects ('updated' below).
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+    and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', N'shop.order_lines', N' differ from the registered ones (',
@@ -96,6 +99,7 @@ begin
 end
 else if convert(varbinary(max), @options) = convert(varbinary(max), N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}')
     and @version = 2
+    and convert(varbinary(max), @names) = convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
     set @action = N'unchanged';
 else
     set @action = N'updated';
@@ -124,6 +128,11 @@ begin
         (N'"barrier_acquire:shop.order_lines"'),
         (N'"barrier_check:shop.order_lines"'),
         (N'"shards:shop.order_lines"'),
+        (N'"retention:shop.order_lines"'),
+        (N'"consumer:shop.order_lines"'),
+        (N'"retain:shop.order_lines"'),
+        (N'"save_cursor:shop.order_lines"'),
+        (N'"forget_consumer:shop.order_lines"'),
         (N'"changefeed_writer:shop.order_lines"'),
         (N'"changefeed_reader:shop.order_lines"'),
         (N'"pk:state:shop.order_lines"'),
@@ -131,6 +140,8 @@ begin
         (N'"pk:outbox:shop.order_lines"'),
         (N'"pk:session:shop.order_lines"'),
         (N'"pk:incident:shop.order_lines"'),
+        (N'"pk:retention:shop.order_lines"'),
+        (N'"pk:consumer:shop.order_lines"'),
         (N'"ck:session.state:shop.order_lines"'),
         (N'"df:outbox.order_sequence:shop.order_lines"'),
         (N'"df:outbox.txid:shop.order_lines"'),
@@ -165,6 +176,11 @@ begin
         (N'[changefeed].[barrier_acquire:shop.order_lines]', object_id(N'[changefeed].[barrier_acquire:shop.order_lines]')),
         (N'[changefeed].[barrier_check:shop.order_lines]', object_id(N'[changefeed].[barrier_check:shop.order_lines]')),
         (N'[changefeed].[shards:shop.order_lines]', object_id(N'[changefeed].[shards:shop.order_lines]')),
+        (N'[changefeed].[retention:shop.order_lines]', object_id(N'[changefeed].[retention:shop.order_lines]')),
+        (N'[changefeed].[consumer:shop.order_lines]', object_id(N'[changefeed].[consumer:shop.order_lines]')),
+        (N'[changefeed].[retain:shop.order_lines]', object_id(N'[changefeed].[retain:shop.order_lines]')),
+        (N'[changefeed].[save_cursor:shop.order_lines]', object_id(N'[changefeed].[save_cursor:shop.order_lines]')),
+        (N'[changefeed].[forget_consumer:shop.order_lines]', object_id(N'[changefeed].[forget_consumer:shop.order_lines]')),
         (N'[changefeed_writer:shop.order_lines]', database_principal_id(N'changefeed_writer:shop.order_lines')),
         (N'[changefeed_reader:shop.order_lines]', database_principal_id(N'changefeed_reader:shop.order_lines')),
         (N'[changefeed].[pk:state:shop.order_lines]', object_id(N'[changefeed].[pk:state:shop.order_lines]')),
@@ -172,6 +188,8 @@ begin
         (N'[changefeed].[pk:outbox:shop.order_lines]', object_id(N'[changefeed].[pk:outbox:shop.order_lines]')),
         (N'[changefeed].[pk:session:shop.order_lines]', object_id(N'[changefeed].[pk:session:shop.order_lines]')),
         (N'[changefeed].[pk:incident:shop.order_lines]', object_id(N'[changefeed].[pk:incident:shop.order_lines]')),
+        (N'[changefeed].[pk:retention:shop.order_lines]', object_id(N'[changefeed].[pk:retention:shop.order_lines]')),
+        (N'[changefeed].[pk:consumer:shop.order_lines]', object_id(N'[changefeed].[pk:consumer:shop.order_lines]')),
         (N'[changefeed].[ck:session.state:shop.order_lines]', object_id(N'[changefeed].[ck:session.state:shop.order_lines]')),
         (N'[changefeed].[df:outbox.order_sequence:shop.order_lines]', object_id(N'[changefeed].[df:outbox.order_sequence:shop.order_lines]')),
         (N'[changefeed].[df:outbox.txid:shop.order_lines]', object_id(N'[changefeed].[df:outbox.txid:shop.order_lines]')),
@@ -307,6 +325,24 @@ begin
         N'; it must give an int (int, smallint or tinyint): convert it, e.g. convert(int, ...), or use checksum(...) & 2147483647');
     throw 51058, @msg, 1;
 end;
+if object_id(N'[changefeed].[retention:shop.order_lines]', N'U') is null
+    exec sp_executesql N'create table [changefeed].[retention:shop.order_lines] (
+    shard_id int not null,
+    horizon binary(16) not null,
+    removed bigint not null,
+    updated_at datetime2(3) not null,
+    constraint [pk:retention:shop.order_lines] primary key (shard_id)
+)';
+if object_id(N'[changefeed].[consumer:shop.order_lines]', N'U') is null
+    exec sp_executesql N'create table [changefeed].[consumer:shop.order_lines] (
+    consumer nvarchar(200) not null,
+    shard_id int not null,
+    [cursor] binary(16) not null,
+    updated_at datetime2(3) not null,
+    constraint [pk:consumer:shop.order_lines] primary key (consumer, shard_id)
+)';
+exec sp_executesql N'grant select on object::[changefeed].[retention:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'create or alter procedure [changefeed].[feed_write_lock:shop.order_lines]
     @shard_id int,
     @lock_timeout int = -1,
@@ -336,6 +372,7 @@ begin
 
     declare
         @msg nvarchar(2048),
+        @horizon binary(16),
         @safe_point binary(16),
         @rows int,
         @last binary(16),
@@ -626,6 +663,24 @@ begin
         end;
     end;
 
+    -- Checked after the page was read, not before: retention commits its horizon with its
+    -- delete, so a run that removed events above @cursor before or while this page was
+    -- read has its horizon visible here (under locking READ COMMITTED and under RCSI
+    -- alike), and the call fails instead of returning the page without them (C5).
+    set @horizon = null;
+    select @horizon = horizon from [changefeed].[retention:shop.order_lines] where shard_id = @shard_id;
+    if @horizon > @cursor
+    begin
+        set @msg = concat(
+            N''changefeed: a reader of '', N''shop.order_lines'', N'' shard '', @shard_id,
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
+            N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
+            N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
+            N'' cursor with save_cursor so that retention keeps the events it has not read.'');
+        throw 51062, @msg, 1;
+    end;
+
     -- #read holds one page, as in mssql-changefeed, whose read_feed emptied it first:
     -- code that reads #read after each call must not see the previous page again.
     if object_id(N''tempdb..#read'') is not null
@@ -887,6 +942,268 @@ begin
     end;
     select shard_id from @shards order by shard_id;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[retain:shop.order_lines]
+    @max_age_ms bigint = null,
+    @keep_last bigint = null,
+    @override_consumers bit = 0,
+    @shard_id int = null
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 8.1)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+
+    declare
+        @rc int,
+        @msg nvarchar(2048),
+        @only int = @shard_id,
+        @safe_point binary(16),
+        @age_limit binary(16),
+        @keep_limit binary(16),
+        @before binary(16),
+        @upto binary(16),
+        @nth binary(16),
+        @cut_ms bigint,
+        @min_cursor binary(16),
+        @slowest nvarchar(200),
+        @policy bigint,
+        @removed bigint,
+        @max binary(16);
+    declare @shards table (shard_id int not null primary key);
+    declare @chunk table (ulid binary(16) not null primary key);
+    declare @out table (
+        shard_id int not null primary key,
+        removed bigint not null,
+        horizon binary(16) null,
+        held_for_consumers bigint not null,
+        slowest_consumer nvarchar(200) null);
+    declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
+
+    if @max_age_ms is null and @keep_last is null
+        throw 51063, N''changefeed: [changefeed].[retain:shop.order_lines] needs a policy: @max_age_ms (remove events older than this), @keep_last (keep the newest N events of each shard), or both'', 1;
+    if @max_age_ms < 0 or @keep_last < 0 or @override_consumers is null
+        throw 51063, N''changefeed: [changefeed].[retain:shop.order_lines]: @max_age_ms and @keep_last must be 0 or more, and @override_consumers 0 or 1'', 1;
+
+    if @max_age_ms is not null
+    begin
+        set @cut_ms = datediff_big(millisecond, ''1970-01-01'', sysutcdatetime()) - @max_age_ms;
+        -- The smallest ULID of the cut''s millisecond: events below it are older.
+        set @age_limit = case
+            when @cut_ms <= 0 then 0x00000000000000000000000000000000
+            else convert(binary(16), substring(convert(binary(8), @cut_ms), 3, 6) + 0x00000000000000000000)
+        end;
+    end;
+
+    if @only is null
+        insert into @shards (shard_id) select shard_id from [changefeed].[state:shop.order_lines];
+    else
+        insert into @shards (shard_id) select shard_id from [changefeed].[state:shop.order_lines] where shard_id = @only;
+
+    while 1 = 1
+    begin
+        set @shard_id = null;
+        select top (1) @shard_id = shard_id from @shards order by shard_id;
+        if @shard_id is null
+            break;
+        delete from @shards where shard_id = @shard_id;
+
+        set @safe_point = null;
+        delete from @heads;
+        if @shard_id is null
+            insert into @heads (shard_id, generation, head)
+            select shard_id, generation, head
+            from [changefeed].[state:shop.order_lines];
+        else
+            insert into @heads (shard_id, generation, head)
+            select shard_id, generation, head
+            from [changefeed].[state:shop.order_lines]
+            where shard_id = @shard_id;
+        select @safe_point = sp.safe_point
+        from (
+            select
+                s.shard_id,
+                s.generation,
+                s.head,
+                case
+                    when p.first_pending is null or s.head < p.first_pending then s.head
+                    when p.first_pending = 0x00000000000000000000000000000000 then 0x00000000000000000000000000000000
+                    when substring(p.first_pending, 9, 8) = 0x0000000000000000
+                        then convert(binary(16), convert(binary(8), convert(bigint, substring(p.first_pending, 1, 8)) - 1) + 0xFFFFFFFFFFFFFFFF)
+                    when substring(p.first_pending, 9, 8) = 0x8000000000000000
+                        then convert(binary(16), substring(p.first_pending, 1, 8) + 0x7FFFFFFFFFFFFFFF)
+                    else convert(binary(16), substring(p.first_pending, 1, 8) + convert(binary(8), convert(bigint, substring(p.first_pending, 9, 8)) - 1))
+                end as safe_point,
+                p.pending,
+                o.session_id as oldest_pending_session_id,
+                o.write_id as oldest_pending_write_id,
+                o.started_at as oldest_pending_started_at
+            from @heads as s
+            outer apply (
+                select count(*) as pending, min(w.first_ulid) as first_pending
+                from [changefeed].[session:shop.order_lines] as w
+                where w.shard_id = s.shard_id and w.state = 0
+            ) as p
+            outer apply (
+                select top (1) w.session_id, w.write_id, w.started_at
+                from [changefeed].[session:shop.order_lines] as w
+                where w.shard_id = s.shard_id and w.state = 0
+                order by w.started_at
+            ) as o
+        ) as sp
+        where sp.shard_id = @shard_id;
+        set @safe_point = isnull(@safe_point, 0x00000000000000000000000000000000);
+
+        -- The newest @keep_last events keep their whole blocks, so that no transaction
+        -- loses its older events; fewer events than that keep them all.
+        set @keep_limit = null;
+        if @keep_last > 0
+        begin
+            set @nth = null;
+            select @nth = f.ulid
+            from [changefeed].[feed:shop.order_lines] as f
+            where f.shard_id = @shard_id and f.ulid <= @safe_point
+            order by f.ulid desc
+            offset @keep_last - 1 rows fetch next 1 rows only;
+            set @keep_limit = case
+                when @nth is null then 0x00000000000000000000000000000000
+                else convert(binary(16), substring(@nth, 1, 8)
+                    + convert(binary(8), convert(bigint, substring(@nth, 9, 8)) & convert(bigint, 0xFFFFFFF000000000)))
+            end;
+        end;
+        -- Removed: at or below @upto and (when not null) below @before.
+        set @before = case
+            when @age_limit is null then @keep_limit
+            when @keep_limit is null or @age_limit < @keep_limit then @age_limit
+            else @keep_limit
+        end;
+
+        set @slowest = null;
+        set @min_cursor = null;
+        select top (1) @slowest = c.consumer, @min_cursor = isnull(k.[cursor], 0x00000000000000000000000000000000)
+        from (select distinct consumer from [changefeed].[consumer:shop.order_lines]) as c
+        left join [changefeed].[consumer:shop.order_lines] as k on k.consumer = c.consumer and k.shard_id = @shard_id
+        order by isnull(k.[cursor], 0x00000000000000000000000000000000), c.consumer;
+
+        if @before is null
+            select @policy = count_big(*) from [changefeed].[feed:shop.order_lines]
+            where shard_id = @shard_id and ulid <= @safe_point;
+        else
+            select @policy = count_big(*) from [changefeed].[feed:shop.order_lines]
+            where shard_id = @shard_id and ulid <= @safe_point and ulid < @before;
+
+        set @upto = case
+            when @override_consumers = 0 and @min_cursor < @safe_point then @min_cursor
+            else @safe_point
+        end;
+        set @removed = 0;
+        while 1 = 1
+        begin
+            begin transaction;
+            exec @rc = sp_getapplock
+                @Resource = N''changefeed/shop.order_lines/retention'', @LockMode = N''Exclusive'', @LockOwner = N''Transaction'',
+                @LockTimeout = 60000, @DbPrincipal = N''public'';
+            if @rc < 0
+                throw 51064, N''changefeed: [changefeed].[retain:shop.order_lines] waited 60 s for the retention lock of the feed, which another retention run holds; run it again later'', 1;
+            delete from @chunk;
+            if @before is null
+                insert into @chunk (ulid)
+                select top (10000) ulid from [changefeed].[feed:shop.order_lines]
+                where shard_id = @shard_id and ulid <= @upto
+                order by ulid;
+            else
+                insert into @chunk (ulid)
+                select top (10000) ulid from [changefeed].[feed:shop.order_lines]
+                where shard_id = @shard_id and ulid <= @upto and ulid < @before
+                order by ulid;
+            set @max = (select max(ulid) from @chunk);
+            if @max is null
+            begin
+                commit;
+                break;
+            end;
+            -- The horizon commits with the delete (C5): a reader checks it after reading.
+            update [changefeed].[retention:shop.order_lines] with (updlock, serializable)
+            set horizon = case when horizon < @max then @max else horizon end,
+                removed = removed + (select count_big(*) from @chunk),
+                updated_at = sysutcdatetime()
+            where shard_id = @shard_id;
+            if @@rowcount = 0
+                insert into [changefeed].[retention:shop.order_lines] (shard_id, horizon, removed, updated_at)
+                select @shard_id, @max, count_big(*), sysutcdatetime() from @chunk;
+            delete f
+            from [changefeed].[feed:shop.order_lines] as f
+            inner join @chunk as k on k.ulid = f.ulid
+            where f.shard_id = @shard_id;
+            set @removed = @removed + @@rowcount;
+            commit;
+        end;
+
+        insert into @out (shard_id, removed, horizon, held_for_consumers, slowest_consumer)
+        select @shard_id, @removed, (select horizon from [changefeed].[retention:shop.order_lines] where shard_id = @shard_id),
+            case when @policy > @removed then @policy - @removed else 0 end, @slowest;
+    end;
+
+    select shard_id, removed, horizon, held_for_consumers, slowest_consumer,
+        lower(convert(varchar(32), horizon, 2)) as horizon_hex
+    from @out
+    order by shard_id;
+end';
+exec sp_executesql N'create or alter procedure [changefeed].[save_cursor:shop.order_lines]
+    @consumer nvarchar(max),
+    @shard_id int,
+    @cursor varbinary(max)
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 8.1)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+    declare @msg nvarchar(2048), @horizon binary(16);
+
+    -- len() ignores trailing spaces; the appended dot keeps them counted.
+    if @consumer is null or len(@consumer + N''.'') - 1 not between 1 and 200
+        throw 51063, N''changefeed: [changefeed].[save_cursor:shop.order_lines] needs @consumer, a name of 1 to 200 characters'', 1;
+    if @shard_id is null
+        throw 51002, N''changefeed: [changefeed].[save_cursor:shop.order_lines]: @shard_id must not be NULL'', 1;
+    if @cursor is null or datalength(@cursor) <> 16
+        throw 51063, N''changefeed: [changefeed].[save_cursor:shop.order_lines]: @cursor must be 16 bytes, a ULID (0x00000000000000000000000000000000 for the beginning)'', 1;
+
+    set @horizon = null;
+    select @horizon = horizon from [changefeed].[retention:shop.order_lines] where shard_id = @shard_id;
+    if @horizon > @cursor
+    begin
+        set @msg = concat(
+            N''changefeed: a reader of '', N''shop.order_lines'', N'' shard '', @shard_id,
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
+            N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
+            N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
+            N'' cursor with save_cursor so that retention keeps the events it has not read.'');
+        throw 51062, @msg, 1;
+    end;
+
+    begin transaction;
+    update [changefeed].[consumer:shop.order_lines] with (updlock, serializable)
+    set [cursor] = @cursor, updated_at = sysutcdatetime()
+    where consumer = @consumer and shard_id = @shard_id;
+    if @@rowcount = 0
+        insert into [changefeed].[consumer:shop.order_lines] (consumer, shard_id, [cursor], updated_at)
+        values (@consumer, @shard_id, @cursor, sysutcdatetime());
+    commit;
+end';
+exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.order_lines]
+    @consumer nvarchar(max)
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md section 8.1)
+    set nocount on;
+    set xact_abort on;
+    if @consumer is null
+        throw 51063, N''changefeed: [changefeed].[forget_consumer:shop.order_lines] needs @consumer, not NULL'', 1;
+    delete from [changefeed].[consumer:shop.order_lines] where consumer = @consumer;
+    select @@rowcount as forgotten;
+end';
 if not exists (
     select 1 from sys.triggers as t
     where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') and t.is_disabled = 0
@@ -936,6 +1253,8 @@ exec sp_executesql N'grant execute on object::[changefeed].[tombstone:shop.order
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_acquire:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 end;
 
@@ -948,10 +1267,10 @@ if @action = N'created'
         N'shop', N'order_lines',
         N'[shop].[order_lines]', N'outbox',
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'[{"name": "tenant_id", "data_type": "uniqueidentifier", "collation": null}, {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"}, {"name": "version", "data_type": "bigint", "collation": null}]', N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action in (N'updated', N'repaired')
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+    set options = N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
         updated_at = sysutcdatetime()
     where feed_id = N'shop.order_lines';
 commit;

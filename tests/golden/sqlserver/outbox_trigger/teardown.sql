@@ -98,6 +98,24 @@ begin
     drop procedure [changefeed].[feed_write_lock:shop.order_lines];
 end;
 
+if object_id(N'[changefeed].[retain:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[retain:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[save_cursor:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[save_cursor:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[forget_consumer:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[forget_consumer:shop.order_lines];
+end;
+
 if object_id(N'[changefeed].[ulid:shop.order_lines]') is not null
 begin
     set @found = 1;
@@ -138,6 +156,18 @@ if object_id(N'[changefeed].[state:shop.order_lines]') is not null
 begin
     set @found = 1;
     drop table [changefeed].[state:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[retention:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[retention:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[consumer:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[consumer:shop.order_lines];
 end;
 
 if object_id(N'[changefeed].[sequence:shop.order_lines]') is not null
