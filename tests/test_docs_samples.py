@@ -776,7 +776,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "531de2b39c2d"), ("docs/sqlserver.md", "4738432cbe6d"),
     ("docs/sqlserver.md", "8e9b5e983961"),
     ("docs/sqlserver.md", "202497d8a7cc"), ("docs/sqlserver.md", "bfb159a19ddb"),
-    ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "95470c9e1b75"),
+    ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "4fbb3d379ee3"),
     ("docs/sqlserver.md", "afef84dc54cb"), ("docs/sqlserver.md", "386eac4a24d9"),
 ]  # fmt: skip
 PROTOCOL_YAML = ("docs/protocol.md", "8698c6f5f285")

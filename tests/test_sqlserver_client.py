@@ -31,6 +31,7 @@ from changefeed.client import (
     SqlServerFeed,
     UlidRangeError,
     WriteAbandoned,
+    WriteOutsideBlock,
     WrongMode,
 )
 from changefeed.client.sqlserver import registered_feeds
@@ -160,6 +161,8 @@ def test_write_refuses_a_connection_in_a_transaction() -> None:
               b"transaction's block'", UlidRangeError),
         (245, b"Conversion failed: 'changefeed: no write in progress'", NoWriteInProgress),
         (51002, b"changefeed: @shard_id must not be NULL", InvalidArgument),
+        (51065, b"changefeed: read_feed needs @cursor, a ULID of 16 bytes", InvalidArgument),
+        (51066, b"changefeed: a row ... is outside this write's shard", WriteOutsideBlock),
         (51021, b"changefeed: could not take the outbox mover lock", ChangefeedError),
     ],
 )  # fmt: skip

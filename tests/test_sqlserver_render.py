@@ -811,3 +811,40 @@ def test_retain_serialises_runs_and_records_the_horizon_with_its_delete(
     assert retain.index("begin transaction;") < lock < horizon < delete < retain.rindex("commit;")
     assert "when @override_consumers = 0 and @min_cursor < @safe_point then @min_cursor" in retain
     assert "ulid <= @upto and ulid < @before" in retain
+
+
+# -- input validation and trusted writers (issue 14, item 2) ---------------------------------
+
+
+def test_ulid_arguments_are_refused_unless_16_bytes(rendered: dict[str, dict[str, Any]]) -> None:
+    """read_feed, barrier_check and save_cursor take their ULID as varbinary(max) (a
+    binary(16) parameter pads or cuts silently) and refuse NULL or another length with
+    51065 before using it; read_feed no longer reads NULL as the beginning."""
+    for case in ("blocking_int", "outbox_trigger"):
+        setup = rendered[case]["setup"]
+        for routine, param in (("read_feed", "@cursor"), ("barrier_check", "@position"),
+                               ("save_cursor", "@cursor")):  # fmt: skip
+            body = _body(setup, f"create or alter procedure [changefeed].[{routine}:")
+            assert f"{param} varbinary(max)" in body, (case, routine)
+            check = body.index(f"if {param} is null or datalength({param}) <> 16")
+            assert body.index("throw 51065", check) < body.index("binary(16), " + param + ")")
+        read = _body(setup, "create or alter procedure [changefeed].[read_feed:")
+        assert "isnull(@cursor" not in read and "f.ulid > @after" in read
+
+
+def test_a_blocking_writers_rows_must_lie_in_its_shard_and_block(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """The guard trigger on a blocking feed table (none on an outbox feed's, where only
+    the mover inserts): no write in progress -> 51010; a row of another shard or outside
+    the write's block -> 51066 naming the row and the block."""
+    setup = rendered["blocking_int"]["setup"]
+    guard = _body(setup, "create or alter trigger [changefeed].[guard:shop.orders] on "
+                         "[changefeed].[feed:shop.orders] after insert")  # fmt: skip
+    assert guard.index("throw 51010") < guard.rindex("throw 51012") < guard.index("throw 51066")
+    assert "where shard_id <> @shard_id or ulid < @first or ulid > @last;" in guard
+    assert "where shard_id = @shard_id and session_id = @@spid and write_id = @write_id;" in guard
+    assert "block_start + convert(bigint, 68719476735)" in guard
+    upgrade = rendered["blocking_int"]["upgrade"]
+    assert _body(upgrade, "create or alter trigger [changefeed].[guard:")
+    assert "[guard:" not in rendered["outbox_int"]["setup"]

@@ -47,7 +47,7 @@ end
 {%- set n = c.n -%}
 create or alter procedure {{ n.barrier_check.sql }}
     @shard_id int,
-    @position binary(16),
+    @position varbinary(max),  -- checked: 16 bytes (51065)
     @outbox_sequence bigint = null,
     @released bit = null output
 as
@@ -56,10 +56,11 @@ begin
     set nocount on;
     set xact_abort on;
     set transaction isolation level read committed;
-    declare @safe_point binary(16){% if c.mode == 'outbox' %}, @rc int, @name nvarchar(255), @msg nvarchar(2048){% endif %};
+    declare @safe_point binary(16), @at binary(16){% if c.mode == 'outbox' %}, @rc int, @name nvarchar(255), @msg nvarchar(2048){% endif %};
 
     if @shard_id is null or @position is null
         throw 51045, N'changefeed: barrier_check needs @shard_id and @position (from barrier_acquire)', 1;
+    {{ changefeed._sqlserver_sql_require_ulid(c, n.barrier_check, '@position', '@at', 4) }}
     {{ changefeed._sqlserver_sql_safe_point_table(c) }}
     {{ changefeed._sqlserver_sql_safe_point_heads(c, 4) }}
     select @safe_point = sp.safe_point
@@ -67,7 +68,7 @@ begin
         {{ changefeed._sqlserver_sql_safe_point_query(c, 8) }}
     ) as sp
     where sp.shard_id = @shard_id;
-    set @released = case when isnull(@safe_point, {{ c.zero16 }}) >= @position then 1 else 0 end;
+    set @released = case when isnull(@safe_point, {{ c.zero16 }}) >= @at then 1 else 0 end;
 {%- if c.mode == 'outbox' %}
     if @released = 1 and @outbox_sequence is not null
     begin

@@ -93,6 +93,15 @@
   {%- if mode is none or capture == 'trigger' -%}
     {%- do n.update({'capture': trigger}) -%}
   {%- endif -%}
+  {#- guard:<feed>, the blocking feed table's insert trigger (writer.sql). In the changefeed
+      schema with its table; not registered either: it comes and goes with the feed table,
+      and setup and upgrade create or alter it every time. -#}
+  {%- if mode in [none, 'blocking'] -%}
+    {%- set guard_raw = changefeed._feed_object_name(spec, 'guard', 128, 'utf16') -%}
+    {%- do n.update({'guard': {'name': guard_raw, 'class': 'trigger',
+        'sql': schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(guard_raw),
+        'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(guard_raw))}}) -%}
+  {%- endif -%}
   {#- The names a feed set up by a package without retention registered: setup accepts
       them as the same feed and adds the retention objects ('updated'). -#}
   {%- set legacy = {} -%}

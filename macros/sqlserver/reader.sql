@@ -11,7 +11,7 @@
 {%- set keys = c.key_names | join(', ') -%}
 create or alter procedure {{ n.read_feed.sql }}
     @shard_id int,
-    @cursor binary(16) = {{ c.zero16 }},
+    @cursor varbinary(max) = {{ c.zero16 }},  -- checked: 16 bytes (51065)
     @page_size int = 1000,
     @pagesize int = null  -- mssql-changefeed's name for @page_size
 as
@@ -23,6 +23,7 @@ begin
 
     declare
         @msg nvarchar(2048),
+        @after binary(16),
         @horizon binary(16),
         @safe_point binary(16),
         @rows int,
@@ -65,7 +66,7 @@ begin
     set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N'changefeed: @page_size must be at least 1', 1;
-    set @cursor = isnull(@cursor, {{ c.zero16 }});
+    {{ changefeed._sqlserver_sql_require_ulid(c, n.read_feed, '@cursor', '@after', 4) }}
 {%- if c.mode == 'outbox' %}
     if @@trancount > 0
         throw 51020, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.read_feed.sql ~ ' moves the outbox in a transaction of its own; call it outside any transaction') }}, 1;
@@ -110,7 +111,7 @@ begin
     end;
 
     -- Checked after the page was read, not before: retention commits its horizon with its
-    -- delete, so a run that removed events above @cursor before or while this page was
+    -- delete, so a run that removed events above @after before or while this page was
     -- read has its horizon visible here (under locking READ COMMITTED and under RCSI
     -- alike), and the call fails instead of returning the page without them (C5).
     {{ changefeed._sqlserver_sql_retention_check(c, 4) }}
@@ -147,7 +148,7 @@ set @safe_point = null;
 
 {#-
   T-SQL fragment: fill @page with at most @page_size events of shard @shard_id after
-  @cursor, up to the safe point, which is read first, in statements of its own (protocol
+  @after, up to the safe point, which is read first, in statements of its own (protocol
   S4). The caller declares @heads (_sqlserver_sql_safe_point_table).
 -#}
 {% macro _sqlserver_sql_read_page(c, depth=0) -%}
@@ -157,7 +158,7 @@ set @safe_point = null;
 {{ p }}insert into @page (ulid, {{ c.key_names | join(', ') }})
 {{ p }}select top (@page_size) f.ulid, f.{{ c.key_names | join(', f.') }}
 {{ p }}from {{ n.feed.sql }} as f
-{{ p }}where f.shard_id = @shard_id and f.ulid > @cursor and f.ulid <= @safe_point
+{{ p }}where f.shard_id = @shard_id and f.ulid > @after and f.ulid <= @safe_point
 {{ p }}order by f.ulid;
 {{ p }}set @rows = @@rowcount;
 {%- endmacro %}
@@ -454,4 +455,17 @@ set @burned = 0;
 {{ p }}    if error_number() <> 1205
 {{ p }}        throw;
 {{ p }}end catch;
+{%- endmacro %}
+
+
+{#- T-SQL: refuse a ULID argument (`param`, declared wider than binary(16), which would
+    pad a short value with zero bytes or cut a long one without an error) that is NULL or
+    not 16 bytes, with 51065 naming the accepted form; then copy it into `target`, a
+    binary(16) variable, which compares with the ULID columns without a conversion. -#}
+{% macro _sqlserver_sql_require_ulid(c, routine, param, target, depth=0) -%}
+{%- set p = ' ' * depth -%}
+if {{ param }} is null or datalength({{ param }}) <> 16
+{{ p }}    throw 51065, {{ changefeed._sqlserver_literal('changefeed: ' ~ routine.sql ~ ' needs ' ~ param
+    ~ ', a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length') }}, 1;
+{{ p }}set {{ target }} = convert(binary(16), {{ param }});
 {%- endmacro %}

@@ -116,16 +116,16 @@ create table {{ n.consumer.sql }} (
 
 {#- T-SQL for read_feed and save_cursor: a cursor below the shard's horizon has missed an
     event that retention removed, so the call fails with 51062 instead of skipping it
-    (protocol 8.1, C5). Expects @shard_id, @cursor (binary(16)), @msg and @horizon. -#}
+    (protocol 8.1, C5). Expects @shard_id, @after (the cursor, binary(16)), @msg and @horizon. -#}
 {% macro _sqlserver_sql_retention_check(c, depth=0) -%}
 {%- set p = ' ' * depth -%}
 set @horizon = null;
 {{ p }}select @horizon = horizon from {{ c.n.retention.sql }} where shard_id = @shard_id;
-{{ p }}if @horizon > @cursor
+{{ p }}if @horizon > @after
 {{ p }}begin
 {{ p }}    set @msg = concat(
 {{ p }}        N'changefeed: a reader of ', {{ c.feed_lit }}, N' shard ', @shard_id,
-{{ p }}        N' fell behind retention: its cursor ', lower(convert(varchar(32), @cursor, 2)),
+{{ p }}        N' fell behind retention: its cursor ', lower(convert(varchar(32), @after, 2)),
 {{ p }}        N' lies below events that retention removed (up to ', lower(convert(varchar(32), @horizon, 2)),
 {{ p }}        N'), so it cannot continue without skipping them. Re-snapshot: copy the source table again and',
 {{ p }}        N' continue from the shard''s current safe point (docs/operations.md, Retention); register the new',
@@ -341,25 +341,24 @@ begin
     set nocount on;
     set xact_abort on;
     set transaction isolation level read committed;
-    declare @msg nvarchar(2048), @horizon binary(16);
+    declare @msg nvarchar(2048), @after binary(16), @horizon binary(16);
 
     -- len() ignores trailing spaces; the appended dot keeps them counted.
     if @consumer is null or len(@consumer + N'.') - 1 not between 1 and 200
         throw 51063, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.save_cursor.sql ~ ' needs @consumer, a name of 1 to 200 characters') }}, 1;
     if @shard_id is null
         throw 51002, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.save_cursor.sql ~ ': @shard_id must not be NULL') }}, 1;
-    if @cursor is null or datalength(@cursor) <> 16
-        throw 51063, {{ changefeed._sqlserver_literal('changefeed: ' ~ n.save_cursor.sql ~ ': @cursor must be 16 bytes, a ULID (0x00000000000000000000000000000000 for the beginning)') }}, 1;
+    {{ changefeed._sqlserver_sql_require_ulid(c, n.save_cursor, '@cursor', '@after', 4) }}
 
     {{ changefeed._sqlserver_sql_retention_check(c, 4) }}
 
     begin transaction;
     update {{ n.consumer.sql }} with (updlock, serializable)
-    set [cursor] = @cursor, updated_at = sysutcdatetime()
+    set [cursor] = @after, updated_at = sysutcdatetime()
     where consumer = @consumer and shard_id = @shard_id;
     if @@rowcount = 0
         insert into {{ n.consumer.sql }} (consumer, shard_id, [cursor], updated_at)
-        values (@consumer, @shard_id, @cursor, sysutcdatetime());
+        values (@consumer, @shard_id, @after, sysutcdatetime());
     commit;
 end
 {%- endmacro %}

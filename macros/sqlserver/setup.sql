@@ -230,6 +230,7 @@ select @action as action;
     {%- do bodies.append(changefeed._sqlserver_routine_lock(c)) -%}
     {%- do bodies.append(changefeed._sqlserver_routine_update_state(c)) -%}
     {%- do bodies.append(changefeed._sqlserver_routine_ulid(c)) -%}
+    {%- do bodies.append(changefeed._sqlserver_routine_guard(c)) -%}
   {%- else -%}
     {%- do bodies.append(changefeed._sqlserver_routine_feed_write_lock(c)) -%}
   {%- endif -%}

@@ -399,3 +399,64 @@ begin
         @LockTimeout = @lock_timeout, @DbPrincipal = N'public';
 end
 {%- endmacro %}
+
+
+{#-
+  [guard:<feed>] (protocol 4.5, blocking mode): the feed table's insert trigger. The writer
+  role may insert into the feed table, so without it a writer could insert rows into
+  another shard, or with ULIDs it made up, at or below a safe point that readers have
+  passed, and they would never be read. Every inserted row must lie in the shard and the
+  block of this connection's write in progress (from session_context, as update_state
+  finds it): else the statement fails (51066; 51010 without a write, or after it was
+  published; 51012 when it was abandoned, as update_state would) and the trigger's error
+  rolls the transaction back. One seek of the session row per statement, not per row.
+-#}
+{% macro _sqlserver_routine_guard(c) -%}
+{%- set n = c.n -%}
+create or alter trigger {{ n.guard.sql }} on {{ n.feed.sql }} after insert
+as
+begin
+    -- changefeed protocol {{ c.version }}, blocking mode (docs/protocol.md 4.5)
+    set nocount on;
+    if not exists (select 1 from inserted)
+        return;
+    declare
+        @msg nvarchar(2048),
+        @shard_id int = convert(int, session_context({{ c.key_s }})),
+        @write_id uniqueidentifier = convert(uniqueidentifier, session_context({{ c.key_w }})),
+        @state tinyint,
+        @first binary(16),
+        @last binary(16),
+        @bad_shard int,
+        @bad_ulid binary(16);
+    if @write_id is not null
+        select
+            @state = state,
+            @first = first_ulid,
+            @last = convert(binary(16), ulid_high + convert(binary(8), block_start + convert(bigint, {{ c.block_minus_1 }})))
+        from {{ n.session.sql }}
+        where shard_id = @shard_id and session_id = @@spid and write_id = @write_id;
+    if @first is null or @state = 1
+        throw 51010, {{ changefeed._sqlserver_literal('changefeed: an insert into ' ~ n.feed.sql ~ ' without a write in progress on this connection; call ' ~ n.lock.sql ~ ' first and number the rows with ' ~ n.ulid.sql ~ '(next value for ' ~ n.sequence.sql ~ ')') }}, 1;
+    if @state <> 0
+    begin
+        set @msg = concat(
+            N'changefeed: write ', @write_id, N' on ', {{ c.feed_lit }}, N' shard ', @shard_id,
+            N' was abandoned (burned after a stall, tombstoned or reaped); roll back and retry');
+        throw 51012, @msg, 1;
+    end;
+    select top (1) @bad_shard = shard_id, @bad_ulid = ulid
+    from inserted
+    where shard_id <> @shard_id or ulid < @first or ulid > @last;
+    if @bad_ulid is not null
+    begin
+        set @msg = concat(
+            N'changefeed: a row of shard ', @bad_shard, N' with ULID ', lower(convert(varchar(32), @bad_ulid, 2)),
+            N' is outside this write''s shard ', @shard_id, N' and block [', lower(convert(varchar(32), @first, 2)),
+            N', ', lower(convert(varchar(32), @last, 2)), N'] on ', {{ c.feed_lit }},
+            N'; insert events with shard_id = the locked shard and ulid = ', {{ c.n.ulid.lit }},
+            N'(next value for ...) (SqlServerFeed.write, SqlServerWrite.ulid_sql)');
+        throw 51066, @msg, 1;
+    end;
+end
+{%- endmacro %}

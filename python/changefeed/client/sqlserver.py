@@ -43,6 +43,7 @@ from changefeed.client.errors import (
     UlidRangeError,
     WriteAbandoned,
     WriteInProgress,
+    WriteOutsideBlock,
 )
 from changefeed.client.feed import (
     Barrier,
@@ -452,7 +453,8 @@ _BY_NUMBER: dict[int, type[ChangefeedError]] = {
     51010: NoWriteInProgress,
     51012: WriteAbandoned, 51014: WriteAbandoned,
     51013: LockBurned,
-    51062: FellBehindRetention, 51063: InvalidArgument,
+    51062: FellBehindRetention, 51063: InvalidArgument, 51065: InvalidArgument,
+    51066: WriteOutsideBlock,
     51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
     51055: SetupConflict, 51059: SetupConflict,
     51056: FeedNotFound,

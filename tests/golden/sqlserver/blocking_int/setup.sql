@@ -140,7 +140,8 @@ begin
         (N'"pk:incident:shop.orders"'),
         (N'"pk:retention:shop.orders"'),
         (N'"pk:consumer:shop.orders"'),
-        (N'"ck:session.state:shop.orders"')
+        (N'"ck:session.state:shop.orders"'),
+        (N'"guard:shop.orders"')
         ) as n (needle)
     where f.feed_id <> N'shop.orders' and charindex(n.needle, f.names) > 0;
     if @taken is not null
@@ -183,7 +184,8 @@ begin
         (N'[changefeed].[pk:incident:shop.orders]', object_id(N'[changefeed].[pk:incident:shop.orders]')),
         (N'[changefeed].[pk:retention:shop.orders]', object_id(N'[changefeed].[pk:retention:shop.orders]')),
         (N'[changefeed].[pk:consumer:shop.orders]', object_id(N'[changefeed].[pk:consumer:shop.orders]')),
-        (N'[changefeed].[ck:session.state:shop.orders]', object_id(N'[changefeed].[ck:session.state:shop.orders]'))
+        (N'[changefeed].[ck:session.state:shop.orders]', object_id(N'[changefeed].[ck:session.state:shop.orders]')),
+        (N'[changefeed].[guard:shop.orders]', object_id(N'[changefeed].[guard:shop.orders]'))
         ) as v (object_name, id)
     where v.id is not null;
     if @taken is not null
@@ -709,9 +711,55 @@ begin
             N''[changefeed].[sequence:shop.orders]'')));
     return convert(binary(16), substring(@u, 1, 8) + convert(binary(8), convert(bigint, substring(@u, 9, 8)) + convert(bigint, @i)));
 end';
+exec sp_executesql N'create or alter trigger [changefeed].[guard:shop.orders] on [changefeed].[feed:shop.orders] after insert
+as
+begin
+    -- changefeed protocol 2, blocking mode (docs/protocol.md 4.5)
+    set nocount on;
+    if not exists (select 1 from inserted)
+        return;
+    declare
+        @msg nvarchar(2048),
+        @shard_id int = convert(int, session_context(N''changefeed/ff8f5c0c322d3c39f41e32d54227ff09/s'')),
+        @write_id uniqueidentifier = convert(uniqueidentifier, session_context(N''changefeed/ff8f5c0c322d3c39f41e32d54227ff09/w'')),
+        @state tinyint,
+        @first binary(16),
+        @last binary(16),
+        @bad_shard int,
+        @bad_ulid binary(16);
+    if @write_id is not null
+        select
+            @state = state,
+            @first = first_ulid,
+            @last = convert(binary(16), ulid_high + convert(binary(8), block_start + convert(bigint, 68719476735)))
+        from [changefeed].[session:shop.orders]
+        where shard_id = @shard_id and session_id = @@spid and write_id = @write_id;
+    if @first is null or @state = 1
+        throw 51010, N''changefeed: an insert into [changefeed].[feed:shop.orders] without a write in progress on this connection; call [changefeed].[lock:shop.orders] first and number the rows with [changefeed].[ulid:shop.orders](next value for [changefeed].[sequence:shop.orders])'', 1;
+    if @state <> 0
+    begin
+        set @msg = concat(
+            N''changefeed: write '', @write_id, N'' on '', N''shop.orders'', N'' shard '', @shard_id,
+            N'' was abandoned (burned after a stall, tombstoned or reaped); roll back and retry'');
+        throw 51012, @msg, 1;
+    end;
+    select top (1) @bad_shard = shard_id, @bad_ulid = ulid
+    from inserted
+    where shard_id <> @shard_id or ulid < @first or ulid > @last;
+    if @bad_ulid is not null
+    begin
+        set @msg = concat(
+            N''changefeed: a row of shard '', @bad_shard, N'' with ULID '', lower(convert(varchar(32), @bad_ulid, 2)),
+            N'' is outside this write''''s shard '', @shard_id, N'' and block ['', lower(convert(varchar(32), @first, 2)),
+            N'', '', lower(convert(varchar(32), @last, 2)), N''] on '', N''shop.orders'',
+            N''; insert events with shard_id = the locked shard and ulid = '', N''[changefeed].[ulid:shop.orders]'',
+            N''(next value for ...) (SqlServerFeed.write, SqlServerWrite.ulid_sql)'');
+        throw 51066, @msg, 1;
+    end;
+end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.orders]
     @shard_id int,
-    @cursor binary(16) = 0x00000000000000000000000000000000,
+    @cursor varbinary(max) = 0x00000000000000000000000000000000,  -- checked: 16 bytes (51065)
     @page_size int = 1000,
     @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
@@ -723,6 +771,7 @@ begin
 
     declare
         @msg nvarchar(2048),
+        @after binary(16),
         @horizon binary(16),
         @safe_point binary(16),
         @rows int,
@@ -738,7 +787,9 @@ begin
     set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
-    set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
+    if @cursor is null or datalength(@cursor) <> 16
+        throw 51065, N''changefeed: [changefeed].[read_feed:shop.orders] needs @cursor, a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length'', 1;
+    set @after = convert(binary(16), @cursor);
 
     set @safe_point = null;
     delete from @heads;
@@ -788,7 +839,7 @@ begin
     insert into @page (ulid, [order_id])
     select top (@page_size) f.ulid, f.[order_id]
     from [changefeed].[feed:shop.orders] as f
-    where f.shard_id = @shard_id and f.ulid > @cursor and f.ulid <= @safe_point
+    where f.shard_id = @shard_id and f.ulid > @after and f.ulid <= @safe_point
     order by f.ulid;
     set @rows = @@rowcount;
 
@@ -815,16 +866,16 @@ begin
     end;
 
     -- Checked after the page was read, not before: retention commits its horizon with its
-    -- delete, so a run that removed events above @cursor before or while this page was
+    -- delete, so a run that removed events above @after before or while this page was
     -- read has its horizon visible here (under locking READ COMMITTED and under RCSI
     -- alike), and the call fails instead of returning the page without them (C5).
     set @horizon = null;
     select @horizon = horizon from [changefeed].[retention:shop.orders] where shard_id = @shard_id;
-    if @horizon > @cursor
+    if @horizon > @after
     begin
         set @msg = concat(
             N''changefeed: a reader of '', N''shop.orders'', N'' shard '', @shard_id,
-            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @after, 2)),
             N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
             N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
             N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
@@ -979,7 +1030,7 @@ begin
 end';
 exec sp_executesql N'create or alter procedure [changefeed].[barrier_check:shop.orders]
     @shard_id int,
-    @position binary(16),
+    @position varbinary(max),  -- checked: 16 bytes (51065)
     @outbox_sequence bigint = null,
     @released bit = null output
 as
@@ -988,10 +1039,13 @@ begin
     set nocount on;
     set xact_abort on;
     set transaction isolation level read committed;
-    declare @safe_point binary(16);
+    declare @safe_point binary(16), @at binary(16);
 
     if @shard_id is null or @position is null
         throw 51045, N''changefeed: barrier_check needs @shard_id and @position (from barrier_acquire)'', 1;
+    if @position is null or datalength(@position) <> 16
+        throw 51065, N''changefeed: [changefeed].[barrier_check:shop.orders] needs @position, a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length'', 1;
+    set @at = convert(binary(16), @position);
     declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
     delete from @heads;
     if @shard_id is null
@@ -1036,7 +1090,7 @@ begin
         ) as o
     ) as sp
     where sp.shard_id = @shard_id;
-    set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
+    set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @at then 1 else 0 end;
     select @released as released;
 end';
 exec sp_executesql N'create or alter procedure [changefeed].[shards:shop.orders]
@@ -1266,7 +1320,7 @@ begin
     set nocount on;
     set xact_abort on;
     set transaction isolation level read committed;
-    declare @msg nvarchar(2048), @horizon binary(16);
+    declare @msg nvarchar(2048), @after binary(16), @horizon binary(16);
 
     -- len() ignores trailing spaces; the appended dot keeps them counted.
     if @consumer is null or len(@consumer + N''.'') - 1 not between 1 and 200
@@ -1274,15 +1328,16 @@ begin
     if @shard_id is null
         throw 51002, N''changefeed: [changefeed].[save_cursor:shop.orders]: @shard_id must not be NULL'', 1;
     if @cursor is null or datalength(@cursor) <> 16
-        throw 51063, N''changefeed: [changefeed].[save_cursor:shop.orders]: @cursor must be 16 bytes, a ULID (0x00000000000000000000000000000000 for the beginning)'', 1;
+        throw 51065, N''changefeed: [changefeed].[save_cursor:shop.orders] needs @cursor, a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length'', 1;
+    set @after = convert(binary(16), @cursor);
 
     set @horizon = null;
     select @horizon = horizon from [changefeed].[retention:shop.orders] where shard_id = @shard_id;
-    if @horizon > @cursor
+    if @horizon > @after
     begin
         set @msg = concat(
             N''changefeed: a reader of '', N''shop.orders'', N'' shard '', @shard_id,
-            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @after, 2)),
             N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
             N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
             N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
@@ -1292,11 +1347,11 @@ begin
 
     begin transaction;
     update [changefeed].[consumer:shop.orders] with (updlock, serializable)
-    set [cursor] = @cursor, updated_at = sysutcdatetime()
+    set [cursor] = @after, updated_at = sysutcdatetime()
     where consumer = @consumer and shard_id = @shard_id;
     if @@rowcount = 0
         insert into [changefeed].[consumer:shop.orders] (consumer, shard_id, [cursor], updated_at)
-        values (@consumer, @shard_id, @cursor, sysutcdatetime());
+        values (@consumer, @shard_id, @after, sysutcdatetime());
     commit;
 end';
 exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.orders]

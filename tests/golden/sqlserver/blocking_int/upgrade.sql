@@ -91,6 +91,8 @@ exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.orders]
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter function [changefeed].[ulid:shop.orders](@v bigint)
 
+-- @@as in setup.sql@@ exec sp_executesql N'create or alter trigger [changefeed].[guard:shop.orders] on [changefeed].[feed:shop.orders] after insert
+
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.orders]
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[safe_point:shop.orders]

@@ -360,7 +360,7 @@ begin
 end';
 exec sp_executesql N'create or alter procedure [changefeed].[read_feed:shop.order_lines]
     @shard_id int,
-    @cursor binary(16) = 0x00000000000000000000000000000000,
+    @cursor varbinary(max) = 0x00000000000000000000000000000000,  -- checked: 16 bytes (51065)
     @page_size int = 1000,
     @pagesize int = null  -- mssql-changefeed''s name for @page_size
 as
@@ -372,6 +372,7 @@ begin
 
     declare
         @msg nvarchar(2048),
+        @after binary(16),
         @horizon binary(16),
         @safe_point binary(16),
         @rows int,
@@ -412,7 +413,9 @@ begin
     set @page_size = isnull(@pagesize, @page_size);
     if @page_size is null or @page_size < 1
         throw 51023, N''changefeed: @page_size must be at least 1'', 1;
-    set @cursor = isnull(@cursor, 0x00000000000000000000000000000000);
+    if @cursor is null or datalength(@cursor) <> 16
+        throw 51065, N''changefeed: [changefeed].[read_feed:shop.order_lines] needs @cursor, a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length'', 1;
+    set @after = convert(binary(16), @cursor);
     if @@trancount > 0
         throw 51020, N''changefeed: [changefeed].[read_feed:shop.order_lines] moves the outbox in a transaction of its own; call it outside any transaction'', 1;
     if (@@options & 2) = 2
@@ -466,7 +469,7 @@ begin
     insert into @page (ulid, [tenant_id], [sku], [version])
     select top (@page_size) f.ulid, f.[tenant_id], f.[sku], f.[version]
     from [changefeed].[feed:shop.order_lines] as f
-    where f.shard_id = @shard_id and f.ulid > @cursor and f.ulid <= @safe_point
+    where f.shard_id = @shard_id and f.ulid > @after and f.ulid <= @safe_point
     order by f.ulid;
     set @rows = @@rowcount;
 
@@ -636,7 +639,7 @@ begin
         insert into @page (ulid, [tenant_id], [sku], [version])
         select top (@page_size) f.ulid, f.[tenant_id], f.[sku], f.[version]
         from [changefeed].[feed:shop.order_lines] as f
-        where f.shard_id = @shard_id and f.ulid > @cursor and f.ulid <= @safe_point
+        where f.shard_id = @shard_id and f.ulid > @after and f.ulid <= @safe_point
         order by f.ulid;
         set @rows = @@rowcount;
     end;
@@ -664,16 +667,16 @@ begin
     end;
 
     -- Checked after the page was read, not before: retention commits its horizon with its
-    -- delete, so a run that removed events above @cursor before or while this page was
+    -- delete, so a run that removed events above @after before or while this page was
     -- read has its horizon visible here (under locking READ COMMITTED and under RCSI
     -- alike), and the call fails instead of returning the page without them (C5).
     set @horizon = null;
     select @horizon = horizon from [changefeed].[retention:shop.order_lines] where shard_id = @shard_id;
-    if @horizon > @cursor
+    if @horizon > @after
     begin
         set @msg = concat(
             N''changefeed: a reader of '', N''shop.order_lines'', N'' shard '', @shard_id,
-            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @after, 2)),
             N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
             N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
             N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
@@ -828,7 +831,7 @@ begin
 end';
 exec sp_executesql N'create or alter procedure [changefeed].[barrier_check:shop.order_lines]
     @shard_id int,
-    @position binary(16),
+    @position varbinary(max),  -- checked: 16 bytes (51065)
     @outbox_sequence bigint = null,
     @released bit = null output
 as
@@ -837,10 +840,13 @@ begin
     set nocount on;
     set xact_abort on;
     set transaction isolation level read committed;
-    declare @safe_point binary(16), @rc int, @name nvarchar(255), @msg nvarchar(2048);
+    declare @safe_point binary(16), @at binary(16), @rc int, @name nvarchar(255), @msg nvarchar(2048);
 
     if @shard_id is null or @position is null
         throw 51045, N''changefeed: barrier_check needs @shard_id and @position (from barrier_acquire)'', 1;
+    if @position is null or datalength(@position) <> 16
+        throw 51065, N''changefeed: [changefeed].[barrier_check:shop.order_lines] needs @position, a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length'', 1;
+    set @at = convert(binary(16), @position);
     declare @heads table (shard_id int not null primary key, generation int not null, head binary(16) not null);
     delete from @heads;
     if @shard_id is null
@@ -885,7 +891,7 @@ begin
         ) as o
     ) as sp
     where sp.shard_id = @shard_id;
-    set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @position then 1 else 0 end;
+    set @released = case when isnull(@safe_point, 0x00000000000000000000000000000000) >= @at then 1 else 0 end;
     if @released = 1 and @outbox_sequence is not null
     begin
         -- Transaction-owned, in a transaction of its own: an interrupted call (a client
@@ -1159,7 +1165,7 @@ begin
     set nocount on;
     set xact_abort on;
     set transaction isolation level read committed;
-    declare @msg nvarchar(2048), @horizon binary(16);
+    declare @msg nvarchar(2048), @after binary(16), @horizon binary(16);
 
     -- len() ignores trailing spaces; the appended dot keeps them counted.
     if @consumer is null or len(@consumer + N''.'') - 1 not between 1 and 200
@@ -1167,15 +1173,16 @@ begin
     if @shard_id is null
         throw 51002, N''changefeed: [changefeed].[save_cursor:shop.order_lines]: @shard_id must not be NULL'', 1;
     if @cursor is null or datalength(@cursor) <> 16
-        throw 51063, N''changefeed: [changefeed].[save_cursor:shop.order_lines]: @cursor must be 16 bytes, a ULID (0x00000000000000000000000000000000 for the beginning)'', 1;
+        throw 51065, N''changefeed: [changefeed].[save_cursor:shop.order_lines] needs @cursor, a ULID of 16 bytes (binary(16); 0x00000000000000000000000000000000 for the beginning), not NULL nor another length'', 1;
+    set @after = convert(binary(16), @cursor);
 
     set @horizon = null;
     select @horizon = horizon from [changefeed].[retention:shop.order_lines] where shard_id = @shard_id;
-    if @horizon > @cursor
+    if @horizon > @after
     begin
         set @msg = concat(
             N''changefeed: a reader of '', N''shop.order_lines'', N'' shard '', @shard_id,
-            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @cursor, 2)),
+            N'' fell behind retention: its cursor '', lower(convert(varchar(32), @after, 2)),
             N'' lies below events that retention removed (up to '', lower(convert(varchar(32), @horizon, 2)),
             N''), so it cannot continue without skipping them. Re-snapshot: copy the source table again and'',
             N'' continue from the shard''''s current safe point (docs/operations.md, Retention); register the new'',
@@ -1185,11 +1192,11 @@ begin
 
     begin transaction;
     update [changefeed].[consumer:shop.order_lines] with (updlock, serializable)
-    set [cursor] = @cursor, updated_at = sysutcdatetime()
+    set [cursor] = @after, updated_at = sysutcdatetime()
     where consumer = @consumer and shard_id = @shard_id;
     if @@rowcount = 0
         insert into [changefeed].[consumer:shop.order_lines] (consumer, shard_id, [cursor], updated_at)
-        values (@consumer, @shard_id, @cursor, sysutcdatetime());
+        values (@consumer, @shard_id, @after, sysutcdatetime());
     commit;
 end';
 exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.order_lines]
