@@ -54,9 +54,9 @@
   {%- if low > 0 and consumed < low - 1 -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: the consumer " ~ output ~ " fell behind retention on feed " ~ feed
-        ~ ": it has consumed up to batch " ~ consumed ~ ", but retention removed every batch up to "
-        ~ (low - 1) ~ ", so batches " ~ (consumed + 1) ~ " to " ~ (low - 1) ~ " are gone and reading on"
-        ~ " would skip their events. Fix: rebuild it from the feed's oldest kept batch with"
+        ~ ": it has consumed the feed up to batch " ~ consumed ~ ", but retention removed every batch up to "
+        ~ (low - 1) ~ " (the horizon), so reading on would skip the events of the removed batches above "
+        ~ consumed ~ ". Fix: rebuild it from the feed's oldest kept batch with"
         ~ " dbt run --full-refresh --select " ~ output.identifier ~ " (docs/operations.md, Retention)") }}
   {%- endif -%}
 {% endmacro %}

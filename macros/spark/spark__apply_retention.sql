@@ -46,7 +46,7 @@
 {#- Plan and remove; the keys of apply_retention's result that depend on the plan. -#}
 {% macro _spark_retention_run(feed, low, newest, max_age_seconds, keep_last, consumers) %}
   {%- set rows = run_query(changefeed._spark_retention_plan_sql(feed, newest, max_age_seconds, keep_last)).rows -%}
-  {%- set policy = [newest] -%}
+  {%- set policy = [newest - 1] -%}{#- the newest batch always stays (C7) -#}
   {%- if max_age_seconds is not none -%}
     {%- set young = rows | map(attribute='young_from') | reject('none') | map('int') | list -%}
     {%- do policy.append((young | min - 1) if young else newest) -%}
@@ -86,8 +86,13 @@
 {% macro _spark_retention_plan_sql(feed, newest, max_age_seconds, keep_last) %}
   {%- set young = 'cast(null as bigint)' if max_age_seconds is none else
       'min(case when ms >= unix_millis(current_timestamp()) - ' ~ (max_age_seconds * 1000) ~ ' then b end)' -%}
-  {%- set keep = 'cast(null as bigint)' if keep_last is none else
-      'coalesce(max(case when newer >= ' ~ keep_last ~ ' then b end), min(b))' -%}
+  {%- if keep_last is none -%}
+    {%- set keep = 'cast(null as bigint)' -%}
+  {%- elif keep_last == 0 -%}
+    {%- set keep = 'cast(' ~ (newest + 1) ~ ' as bigint)' -%}{#- no batch is needed for no event -#}
+  {%- else -%}
+    {%- set keep = 'coalesce(max(case when newer >= ' ~ keep_last ~ ' then b end), min(b))' -%}
+  {%- endif -%}
   {{ return(
       'select s, max(b) as last_batch, ' ~ keep ~ ' as keep_from, ' ~ young ~ ' as young_from from ('
       ~ ' select s, b, ms, sum(n) over (partition by s order by b desc'

@@ -119,9 +119,9 @@ def check_cursor(spark: Any, feed: str, consumed: int, consumer: str) -> None:
 
 def behind_message(consumer: str, feed: str, consumed: int, horizon: int) -> str:
     return (
-        f"{consumer} fell behind retention on feed {feed}: it has consumed up to batch "
-        f"{consumed}, but retention removed every batch up to {horizon}, so batches "
-        f"{consumed + 1} to {horizon} are gone and reading on would skip their events. "
+        f"{consumer} fell behind retention on feed {feed}: it has consumed the feed up to "
+        f"batch {consumed}, but retention removed every batch up to {horizon} (the horizon), "
+        f"so reading on would skip the events of the removed batches above {consumed}. "
         f"Fix: {CONSUMER_FIX}"
     )
 
@@ -135,11 +135,12 @@ def plan_sql(table: str, newest: int, max_age_ms: int | None, keep_last: int | N
         if max_age_ms is None
         else f"min(case when ms >= unix_millis(current_timestamp()) - {max_age_ms} then b end)"
     )
-    keep = (
-        "cast(null as bigint)"
-        if keep_last is None
-        else f"coalesce(max(case when newer >= {keep_last} then b end), min(b))"
-    )
+    if keep_last is None:
+        keep = "cast(null as bigint)"
+    elif keep_last == 0:
+        keep = f"cast({newest + 1} as bigint)"  # no batch is needed for no event
+    else:
+        keep = f"coalesce(max(case when newer >= {keep_last} then b end), min(b))"
     return (
         f"select s, max(b) as last_batch, {keep} as keep_from, {young} as young_from from ("
         f" select s, b, ms, sum(n) over (partition by s order by b desc"
@@ -225,7 +226,7 @@ def retain(
     # Read before the plan: a cursor only moves up, so the limit stays safe while the plan runs.
     cursors = {} if override_consumers else {c: consumed_batch(spark, c) or 0 for c in outputs}
     shards = spark.sql(plan_sql(table, newest, age_ms, keep_last)).collect()
-    policy = [newest]
+    policy = [newest - 1]  # the newest batch always stays (C7)
     if age_ms is not None:
         young = [int(r["young_from"]) for r in shards if r["young_from"] is not None]
         policy.append(min(young) - 1 if young else newest)
