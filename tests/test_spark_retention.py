@@ -20,7 +20,9 @@ import pytest
 import yaml
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.doc_blocks import sample
+from tests.support.real_parts import unavailable
 
+from changefeed._jars import ICEBERG_CATALOG
 from changefeed.spark.feedtable import (
     FellBehindRetention,
     check_cursor,
@@ -344,3 +346,32 @@ def test_dbt_operation_refuses_what_it_cannot_account_for(spark: Any, project: D
     overridden = {"relation": other, "keep_last": 0, "override_consumers": True}
     logged = project.run_operation("changefeed.apply_retention", overridden, "spark")
     assert any("removed 1 batch(es); keeps batches 2 to 2 (horizon 1)" in m for m in logged)
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_delta_and_iceberg_remove_whole_batches_in_one_delete(spark: Any, fmt: str) -> None:
+    """The same rule on a table format with transactions: one delete of the oldest batches."""
+    if "Delta" not in (spark.conf.get("spark.sql.extensions", "") or ""):
+        unavailable("Delta Lake and Iceberg", "the shared Spark session started without them")
+    previous = spark.conf.get("spark.sql.defaultCatalog")
+    if fmt == "iceberg":  # dbt-spark's and this module's names have no catalog part
+        spark.conf.set("spark.sql.defaultCatalog", ICEBERG_CATALOG)
+    table = f"{SCHEMA}.ret_{fmt}"
+    try:
+        spark.sql(f"create database if not exists {SCHEMA}")
+        spark.sql(f"drop table if exists {table}")
+        spark.sql(
+            f"create table {table} (shard_id int, ulid binary, order_id bigint, "
+            f"changefeed_batch bigint) using {fmt} partitioned by (changefeed_batch)"
+        )
+        values = [(1, 0, 1), (1, 1, 2), (2, 0, 3), (3, 0, 4), (3, 1, 5)]
+        rows_sql = ", ".join(f"({s}, X'{ulid(o, s, o).hex()}', {o}, {b})" for b, s, o in values)
+        spark.sql(f"insert into {table} values {rows_sql}")
+        done = retain(spark, table, consumers=[], keep_last=0)
+        assert (done.removed_batches, done.horizon, done.oldest_batch) == (2, 2, 3)
+        assert feed_horizon(spark, table) == 2
+        kept = spark.sql(f"select order_id, changefeed_batch from {table}").collect()
+        assert sorted((r[0], r[1]) for r in kept) == [(4, 3), (5, 3)]
+    finally:
+        spark.sql(f"drop table if exists {table}")
+        spark.conf.set("spark.sql.defaultCatalog", previous)
