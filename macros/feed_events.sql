@@ -41,7 +41,7 @@
     from {{ feed }} as changefeed_events
     where {{ changefeed.feed_safe_point(feed, 'changefeed_events') }}
     {%- if output is not none %}
-      and {{ changefeed.feed_cursor('changefeed_events', output) }}
+      and {{ changefeed.feed_cursor('changefeed_events', output, feed) }}
     {%- endif %}
 )
   {%- endset -%}

@@ -45,6 +45,7 @@ BIN = Path(sys.executable).parent
 
 HERE = "tests/test_docs_samples.py"
 FRESHNESS = "tests/test_spark_freshness.py"
+RETENTION = "tests/test_spark_retention.py"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
@@ -61,6 +62,9 @@ REGISTRY: dict[str, str] = {
     "python-api-sparkfeed": f"{HERE}::test_python_api_samples_run_in_order",
     "spark-freshness": f"{FRESHNESS}::test_the_documented_declaration_is_the_tested_one",
     "spark-freshness-command": f"{FRESHNESS}::test_landed_feed_freshness",
+    "spark-retention-dbt": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
+    "spark-retention-behind": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
+    "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
     "python-api-ulid": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-local": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sqlserver": f"{HERE}::test_python_api_sqlserver_sample",

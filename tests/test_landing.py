@@ -22,7 +22,7 @@ import pytest
 from tests.support import spark_source as kit
 
 from changefeed.client import PostgresFeed
-from changefeed.spark.feedtable import BATCH_COLUMN
+from changefeed.spark.feedtable import BATCH_COLUMN, retain
 from changefeed.spark.landing import ChangefeedSourceError, land
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +111,37 @@ def test_retention_keeps_what_a_landing_has_not_landed_and_refuses_one_it_passed
     assert "Re-snapshot" in message and "forget_consumer" in message
     partitions = [r[0] for r in spark.sql(f"show partitions {table}").collect()]
     assert partitions == [f"{BATCH_COLUMN}=1", f"{BATCH_COLUMN}=2"]  # nothing landed
+
+
+def test_retention_of_the_landed_table_keeps_the_landing_exactly_once(
+    spark: Any, pg_uri: str, dbt: Any
+) -> None:
+    """Protocol 11.7 for a landing: retention of the landed table keeps each shard's newest
+    batch, whose head is the landing's cursor, so across retention every event is landed
+    exactly once, also for a shard idle since the first batch."""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    options, table = kit.options(pg_uri, feed), "landing_tests.spark_retained"
+    kit.write_many_blocking(pg_uri, feed, 1, 100, 2, 2)  # shard 1 writes in batch 1 only
+    for start in (1, 4):
+        kit.write_many_blocking(pg_uri, feed, 0, start, 3, 3)
+        land(spark, options, table)
+    kit.write_many_blocking(pg_uri, feed, 0, 7, 3, 3)
+    seen = kit.rows_of(spark.table(table), "shard_id", "ulid", "id")
+    done = retain(spark, table, consumers=[], keep_last=0)
+    assert (done.removed_batches, done.head_shard, done.held_for_head) == (0, 1, 1)
+
+    kit.write_many_blocking(pg_uri, feed, 1, 102, 1, 1)
+    kit.write_many_blocking(pg_uri, feed, 0, 10, 3, 3)
+    assert land(spark, options, table).events == 7
+    seen += kit.rows_of(spark.table(table), "shard_id", "ulid", "id")
+    done = retain(spark, table, consumers=[], keep_last=0)
+    assert (done.removed_batches, done.horizon) == (2, 2)
+    kit.write_many_blocking(pg_uri, feed, 0, 13, 2, 2)
+    assert land(spark, options, table).events == 2
+    kept = kit.rows_of(spark.table(table), "shard_id", "ulid", "id")
+    assert len(set(kept)) == len(kept)
+    assert [r[2] for r in kept] == [7, 8, 9, 10, 11, 12, 13, 14, 102]
+    assert sorted(set(seen) | set(kept)) == kit.feed_rows(pg_uri, feed)
 
 
 def test_a_landing_registers_under_the_consumer_option(spark: Any, pg_uri: str, dbt: Any) -> None:

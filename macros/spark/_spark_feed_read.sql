@@ -13,17 +13,24 @@
     the partitions in (P, M] and no other.
 -#}
 
-{#- The highest registered changefeed_batch of `relation`; 0 if it has none or does not exist.
-    parquet: the metastore's partition list, no data read. delta/iceberg: select
-    max(changefeed_batch), answered from their file statistics. -#}
+{#- The highest registered changefeed_batch of `relation`; 0 if it has none or does not exist. -#}
 {% macro _spark_last_batch(relation) %}
+  {{ return(changefeed._spark_batch_range(relation)[1]) }}
+{% endmacro %}
+
+
+{#- [lowest, highest] registered changefeed_batch of `relation`; [0, 0] if it has none or does
+    not exist. parquet: the metastore's partition list, no data read. delta/iceberg: select
+    min/max(changefeed_batch), answered from their file statistics. Retention removes
+    batches from the bottom only (protocol 11.7), so the lowest minus 1 is the horizon. -#}
+{% macro _spark_batch_range(relation) %}
   {%- set found = adapter.get_relation(relation.database, relation.schema, relation.identifier) -%}
-  {%- if found is none -%}{{ return(0) }}{%- endif -%}
+  {%- if found is none -%}{{ return([0, 0]) }}{%- endif -%}
   {%- if changefeed._spark_is_acid(found) -%}
-    {%- set rows = run_query('select max(changefeed_batch) from ' ~ relation) -%}
-    {{ return((rows.rows[0][0] or 0) | int) }}
+    {%- set row = run_query('select min(changefeed_batch), max(changefeed_batch) from ' ~ relation).rows[0] -%}
+    {{ return([(row[0] or 0) | int, (row[1] or 0) | int]) }}
   {%- endif -%}
-  {%- set last = namespace(batch=0) -%}
+  {%- set last = namespace(batch=0, low=none) -%}
   {%- for row in run_query('show partitions ' ~ relation).rows -%}
     {%- set key, _, value = (row[0] | string).partition('=') -%}
     {%- if key | lower != 'changefeed_batch' or '/' in value -%}
@@ -33,8 +40,52 @@
           ~ " (docs/protocol.md 11.1)") }}
     {%- endif -%}
     {%- if value | int > last.batch -%}{%- set last.batch = value | int -%}{%- endif -%}
+    {%- if last.low is none or value | int < last.low -%}{%- set last.low = value | int -%}{%- endif -%}
   {%- endfor -%}
-  {{ return(last.batch) }}
+  {{ return([last.low or 0, last.batch]) }}
+{% endmacro %}
+
+
+{#- C5 on Spark (protocol 11.7): a consumer that has consumed the feed up to batch
+    `consumed` reads (consumed, M]; if retention removed batches above `consumed`, that
+    window has a hole, so fail rather than skip. Costs the feed's partition list. -#}
+{% macro _spark_check_retention(feed, consumed, output) %}
+  {%- set low = changefeed._spark_batch_range(feed)[0] -%}
+  {%- if low > 0 and consumed < low - 1 -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the consumer " ~ output ~ " fell behind retention on feed " ~ feed
+        ~ ": it has consumed the feed up to batch " ~ consumed ~ ", but retention removed every batch up to "
+        ~ (low - 1) ~ " (the horizon), so reading on would skip the events of the removed batches above "
+        ~ consumed ~ ". Fix: rebuild it from the feed's oldest kept batch with"
+        ~ " dbt run --full-refresh --select " ~ output.identifier ~ " (docs/operations.md, Retention)") }}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- The feed a consumer model reads, for feed_cursor (which is given only the alias): its one
+    dependency (ref or source) that is a feed table, i.e. has shard_id, ulid and
+    changefeed_batch but no changefeed_feed_batch. none if it has none. -#}
+{% macro _spark_feed_of_model() %}
+  {%- set feeds = [] -%}
+  {%- for unique_id in model.depends_on.nodes -%}
+    {%- set node = graph.nodes.get(unique_id) or graph.sources.get(unique_id) -%}
+    {%- if node is not none and node.resource_type in ['model', 'source', 'seed', 'snapshot'] -%}
+      {%- set found = adapter.get_relation(node.database, node.schema, node.identifier if node.resource_type == 'source' else node.alias) -%}
+      {%- if found is not none -%}
+        {%- set names = adapter.get_columns_in_relation(found) | map(attribute='name') | map('lower') | list -%}
+        {%- if 'shard_id' in names and 'ulid' in names and 'changefeed_batch' in names and 'changefeed_feed_batch' not in names -%}
+          {%- do feeds.append(found) -%}
+        {%- endif -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if feeds | length > 1 -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed.feed_cursor in model '" ~ model.name ~ "': the model reads several feeds ("
+        ~ feeds | join(', ') ~ "), so the feed whose retention horizon the cursor must be checked"
+        ~ " against is ambiguous; name it: feed_cursor('e', feed=ref('...'))") }}
+  {%- endif -%}
+  {{ return(feeds[0] if feeds else none) }}
 {% endmacro %}
 
 
@@ -61,12 +112,20 @@
 
 {#- `<alias>.changefeed_batch > P`, P the feed batch the consumer has consumed up to. In a
     dbt unit test `output` is the test's rows, so P is computed in the query itself. -#}
-{% macro _spark_cursor_predicate(alias, output) %}
+{% macro _spark_cursor_predicate(alias, output, feed) %}
   {%- if changefeed._spark_in_unit_test() -%}
     {{ return('(' ~ alias ~ '.changefeed_batch > (select coalesce(max(changefeed_feed_batch), 0) from '
         ~ output ~ '))') }}
   {%- endif -%}
-  {{ return('(' ~ alias ~ '.changefeed_batch > ' ~ changefeed._spark_consumed_batch(output) ~ ')') }}
+  {%- set consumed = changefeed._spark_consumed_batch(output) -%}
+  {#-- consumed 0: nothing read yet, so like a first run it reads from the oldest kept batch --#}
+  {%- if consumed > 0 -%}
+    {%- set feed = feed if feed is not none else changefeed._spark_feed_of_model() -%}
+    {%- if feed is not none -%}
+      {%- do changefeed._spark_check_retention(feed, consumed, output) -%}
+    {%- endif -%}
+  {%- endif -%}
+  {{ return('(' ~ alias ~ '.changefeed_batch > ' ~ consumed ~ ')') }}
 {% endmacro %}
 
 

@@ -11,6 +11,9 @@ commit rule for Python writers such as a landing job:
 >>> from changefeed.spark.feedtable import write_batch               # doctest: +SKIP
 >>> write_batch(spark, "landing.shop_orders", events_df)        # doctest: +SKIP
 3
+
+``retain`` removes a feed's oldest batches by a policy (protocol 11.7), never a shard's
+head nor past the cursor of a consumer it is given.
 """
 
 from changefeed.spark.feedtable._feed import (
@@ -26,6 +29,14 @@ from changefeed.spark.feedtable._feed import (
     next_batch,
     write_batch,
 )
+from changefeed.spark.feedtable._retention import (
+    FellBehindRetention,
+    RetentionResult,
+    check_cursor,
+    consumed_batch,
+    feed_horizon,
+    retain,
+)
 
 __all__ = [
     "BATCH_COLUMN",
@@ -33,10 +44,16 @@ __all__ = [
     "SHARD_COLUMN",
     "ULID_COLUMN",
     "FeedOrderError",
+    "FellBehindRetention",
+    "RetentionResult",
+    "check_cursor",
     "clear_orphan_location",
     "committed_batches",
+    "consumed_batch",
     "feed_heads",
+    "feed_horizon",
     "newest_heads",
     "next_batch",
+    "retain",
     "write_batch",
 ]
