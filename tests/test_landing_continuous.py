@@ -146,3 +146,23 @@ def test_timing_out_of_range_is_refused(interval: float, poll: float | None, mes
 def test_timing_defaults_poll_to_the_interval() -> None:
     assert check_timing(60, None) == 60.0
     assert check_timing(1, 0.1) == 0.1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--continuous", "--interval", "0"], "--interval must be between 0.5 and 86,400 seconds"),
+        (["--continuous", "--interval", "1", "--poll", "5"],
+         "--poll must be between 0.05 seconds and the interval (1 s)"),
+        (["--poll", "0.1"], "--poll needs --continuous"),
+    ],
+)  # fmt: skip
+def test_the_command_refuses_bad_timing_before_spark_starts(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from changefeed.cli import main
+
+    code = main(["land", "--connection", "postgresql://app@127.0.0.1:1/shop", "--feed", "a.b",
+                 "--table", "landing.b", *flags])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("changefeed land: error: ") and message in err, err
