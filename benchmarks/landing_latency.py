@@ -323,7 +323,7 @@ def render(args: argparse.Namespace, phases: list[Phase], growth: list[tuple[int
         f"partition of the table from the metastore on each write, so a run's time grows "
         f"by about {(full - empty) / many * 1000:.1f} s per 1,000 partitions, and at "
         f"`--interval 1` the table gains 3,600 an hour. See docs/spark-source.md, "
-        f"\"Continuous landing\", for how to bound it.",
+        f'"Continuous landing", for how to bound it.',
     ]
     return "\n".join(lines), missed
 

@@ -26,6 +26,8 @@ from changefeed.client.core import ZERO_ULID
 from changefeed.spark.landing import _format
 from changefeed.spark.source import (
     LANDING_FIX,
+    Backend,
+    BatchBuilder,
     ChangefeedSourceError,
     FeedOptions,
     SourceFeed,
@@ -33,10 +35,9 @@ from changefeed.spark.source import (
     encode_offset,
     open_backend,
     parse_options,
+    read_range,
     register,
 )
-from changefeed.spark.source._backend import Backend, read_range
-from changefeed.spark.source._types import BatchBuilder
 
 #: ``on_stage(stage, details)`` is called at "planned" (cursors, safe points and batch
 #: fixed; nothing written yet) and "committed" (the batch is registered).
