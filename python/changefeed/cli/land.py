@@ -3,6 +3,7 @@
     changefeed land --connection 'postgresql://app@/shop?host=/var/run/postgresql' \\
         --feed shop.orders --table landing.orders_feed --payload
     changefeed land ... --continuous --interval 60       # one batch per minute until stopped
+    changefeed land ... --continuous --interval 1 --poll 0.1   # low latency: within seconds
 
 By default the command starts an embedded local Spark (``local[2]``) whose catalog is a
 Derby metastore and whose tables live under ``--warehouse`` (default
@@ -53,9 +54,15 @@ def add_parser(subparsers: Any) -> None:
                         help="PostgreSQL: the name the landing registers its position "
                         "under, for retention and status (default: the table's name)")  # fmt: skip
     parser.add_argument("--continuous", action="store_true",
-                        help="run every --interval seconds until SIGINT/SIGTERM")  # fmt: skip
+                        help="run every --poll seconds until SIGINT/SIGTERM, landing at most "
+                        "one batch per --interval")  # fmt: skip
     parser.add_argument("--interval", type=float, default=60.0,
-                        help="seconds between the starts of two runs (default 60)")  # fmt: skip
+                        help="--continuous: least seconds between the starts of two landed "
+                        "batches, 0.5 to 86400 (default 60)")  # fmt: skip
+    parser.add_argument("--poll", type=float,
+                        help="--continuous: seconds between two looks for new events, 0.05 "
+                        "to --interval (default: --interval); e.g. --interval 1 --poll 0.1 "
+                        "lands events within seconds")  # fmt: skip
     parser.add_argument("--spark", choices=["local", "existing"], default="local",
                         help="local: embedded local[2] Spark with a Derby metastore (default); "
                         "existing: SparkSession.builder.getOrCreate()")  # fmt: skip
@@ -116,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from changefeed.local_spark import JavaNotFound
 
     try:
-        from changefeed.spark.landing import land
+        from changefeed.spark.landing import check_timing, land, land_continuously
         from changefeed.spark.source import ChangefeedSourceError
     except ImportError as exc:
         raise CliError(
@@ -124,8 +131,13 @@ def run(args: argparse.Namespace) -> int:
             "pip install 'changefeed[spark]'"
         ) from None
 
-    if args.interval <= 0:
-        raise CliError(f"--interval must be positive, got {args.interval:g}")
+    if args.continuous:
+        try:
+            check_timing(args.interval, args.poll)
+        except ChangefeedSourceError as exc:
+            raise CliError(f"--{exc}") from None
+    elif args.poll is not None:
+        raise CliError("--poll needs --continuous")
     try:
         options = source_options(args)
         spark = spark_session(args)
@@ -134,20 +146,17 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         # PySpark's own start-up failure: the cause, not a traceback.
         raise CliError(f"Spark did not start: {_first_line(exc)}") from None
-    stop = threading.Event()
-    if args.continuous:
+    try:
+        if not args.continuous:
+            print(land(spark, options, args.table).summary(), flush=True)
+            return 0
+        stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
-    try:
-        while True:
-            started = _now()
-            result = land(spark, options, args.table)
-            print(result.summary(), flush=True)
-            if not args.continuous:
-                return 0
-            if stop.wait(max(0.0, args.interval - (_now() - started))):
-                print("changefeed land: stopped", flush=True)
-                return 0
+        land_continuously(spark, options, args.table, interval=args.interval, poll=args.poll,
+                          stop=stop, on_result=_Printer(args.interval))  # fmt: skip
+        print("changefeed land: stopped", flush=True)
+        return 0
     except ChangefeedSourceError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:
@@ -160,7 +169,20 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else repr(exc)
 
 
-def _now() -> float:
-    import time
+class _Printer:
+    """Prints every landed batch, and a run that found nothing new at most once per
+    interval (with a short --poll, most runs find nothing new)."""
 
-    return time.monotonic()
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.last = -float("inf")
+
+    def __call__(self, result: Any) -> None:
+        import time
+
+        started = time.monotonic() - result.seconds
+        # 1% slack: with --poll = --interval, runs start one interval apart, give or take
+        # the timer's resolution, and each prints as before.
+        if result.batch is not None or started - self.last >= 0.99 * self.interval:
+            self.last = started
+            print(result.summary(), flush=True)

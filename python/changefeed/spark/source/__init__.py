@@ -34,12 +34,14 @@ from changefeed.spark.source._source import (
     FeedPartition,
     FeedStreamReader,
 )
+from changefeed.spark.source._types import BatchBuilder
 
 __all__ = [
     "FORMAT_NAME",
     "LANDING_FIX",
     "OPTIONS",
     "Backend",
+    "BatchBuilder",
     "ChangefeedSourceError",
     "Connection",
     "FeedBatchReader",

@@ -1,0 +1,279 @@
+"""One landing of a feed into a Spark table, run after run (the steps of the package doc).
+
+A :class:`Landing` runs the landing again and again in one Spark session. Its first run
+reads everything from the table (cursors, batch number), as ``land()`` always does. Each
+later run of the same object starts from what its own last commit left, because it is
+the table's only writer (F4): the batch number is the one it wrote plus one, and each
+shard's cursor is the end of the range it read (a safe point: no event at or below it
+can appear later, so reading on from there gives the same events as reading on from the
+table's ``max(ulid)``). A failed run forgets that, so the next one reads the table again.
+A warm run that finds nothing new starts no Spark job and opens no connection: it costs
+a handful of index probes on the kept one.
+
+Warm runs of at most :data:`DRIVER_READ_LIMIT` events read them on the driver with the
+source's own page reader and Arrow conversion, and write them from that Arrow table:
+a small batch then costs one Spark job (the write) instead of three (read, write, count).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from changefeed.client.core import ZERO_ULID
+from changefeed.spark.landing import _format
+from changefeed.spark.source import (
+    LANDING_FIX,
+    Backend,
+    BatchBuilder,
+    ChangefeedSourceError,
+    FeedOptions,
+    SourceFeed,
+    check_not_behind,
+    encode_offset,
+    open_backend,
+    parse_options,
+    read_range,
+    register,
+)
+
+#: ``on_stage(stage, details)`` is called at "planned" (cursors, safe points and batch
+#: fixed; nothing written yet) and "committed" (the batch is registered).
+StageCallback = Callable[[str, Mapping[str, Any]], None]
+
+#: The most events a warm run reads on the driver; a larger range (a backlog after a
+#: pause) goes through ``format("changefeed")`` on the executors.
+DRIVER_READ_LIMIT = 20_000
+
+_NOT_FOR_LANDING = ("startingoffsets", "endingoffsets")
+
+
+@dataclass(frozen=True)
+class LandingResult:
+    """What one landing run did. ``batch`` is ``None`` when there was nothing new."""
+
+    table: str
+    batch: int | None
+    events: int
+    cursors: dict[int, bytes] = field(repr=False)
+    safe_points: dict[int, bytes] = field(repr=False)
+    seconds: float
+
+    def summary(self) -> str:
+        if self.batch is None:
+            return (
+                f"{self.table}: nothing new ({len(self.safe_points)} shards, {self.seconds:.1f} s)"
+            )
+        rate = self.events / self.seconds if self.seconds > 0 else float("inf")
+        return (
+            f"{self.table}: batch {self.batch}, {self.events} events from "
+            f"{len(self.safe_points)} shards in {self.seconds:.1f} s ({rate:,.0f} events/s)"
+        )
+
+
+@dataclass
+class _Known:
+    """What this landing's last commit left in the table (valid while it is the only writer)."""
+
+    schema: Any
+    cursors: dict[int, bytes]
+    last_batch: int
+    registered: dict[int, bytes]
+
+
+class Landing:
+    """Runs of one landing (``source_options`` into ``target_table``) in one Spark session.
+
+    ``keep_connection``: hold one database connection across runs (continuous landing);
+    otherwise each run opens and closes its own. Call :meth:`close` at the end.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        source_options: Mapping[str, str],
+        target_table: str,
+        *,
+        keep_connection: bool = False,
+    ) -> None:
+        self.spark = spark
+        self.source_options = dict(source_options)
+        self.options = _landing_options(source_options)
+        self.table = _format.parse_table(spark, target_table)
+        self.consumer = self.options.consumer or self.table.text
+        self.keep_connection = keep_connection
+        self._backend: Backend | None = None
+        self._known: _Known | None = None
+        _format.check_partition_management(spark)
+        register(spark)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            backend, self._backend = self._backend, None
+            backend.close()
+
+    def run(self, *, on_stage: StageCallback | None = None) -> LandingResult:
+        """One run: at most one new batch. Any failure makes the next run re-read the table."""
+        known, self._known = self._known, None
+        try:
+            result, self._known = self._run(known, on_stage)
+        except BaseException:
+            self.close()  # a connection in an unknown state is not reused
+            raise
+        if not self.keep_connection:
+            self.close()
+        return result
+
+    def _connection(self) -> Backend:
+        if self._backend is None:
+            self._backend = open_backend(self.options.connection, self.options.changefeed_schema)
+        return self._backend
+
+    def _run(
+        self, known: _Known | None, on_stage: StageCallback | None
+    ) -> tuple[LandingResult, _Known]:
+        started = time.monotonic()
+        options, table = self.options, self.table
+        backend = self._connection()
+        info = backend.describe(options.feed, options.payload)
+        schema = _format.feed_table_schema(info.layout().spark_schema())
+        listed = backend.shards(info) if options.shards is None else list(options.shards)
+        if known is not None and known.schema == schema:
+            heads, last_batch = known.cursors, known.last_batch
+        elif _format.table_exists(self.spark, table):
+            _format.check_table(self.spark, table, schema)
+            heads, last_batch = _format.committed_heads(self.spark, table, listed)
+            known = None
+        else:
+            _format.create_table(self.spark, table, schema)
+            heads, last_batch, known = {}, 0, None
+        shards = _shards(options, listed, heads)
+        start = options.starting_position.fixed_cursor()
+        cursors = {shard: max(heads.get(shard, ZERO_ULID), start) for shard in shards}
+        # Before the probe below, which reads the feed table directly: past the horizon it
+        # would find nothing and call the landing caught up, silently.
+        check_not_behind(backend, info, cursors, f"landing {table.text}", LANDING_FIX)
+        if options.move_outbox:
+            backend.move_outbox(info, shards)
+        safe_points = backend.safe_points(info, shards)
+        ends = {shard: max(safe_points[shard], cursors[shard]) for shard in shards}
+        # The cursor is the last landed event, the safe point the end of its block and
+        # beyond: probe for one event first, so a run with nothing new starts no Spark job.
+        pending = [
+            shard
+            for shard in shards
+            if ends[shard] > cursors[shard]
+            and backend.has_events(info, shard, cursors[shard], ends[shard])
+        ]
+        batch = last_batch + 1
+        details = {"table": table.text, "batch": batch, "cursors": cursors, "safe_points": ends}
+        if on_stage is not None:
+            on_stage("planned", details)
+        registered = known.registered if known is not None else {}
+        if not pending:
+            if ends != registered:
+                self._register(backend, info, ends)
+            after = _Known(schema, ends, last_batch, ends)
+            return LandingResult(
+                table.text, None, 0, cursors, ends, time.monotonic() - started
+            ), after
+
+        starts = {shard: cursors[shard] for shard in pending}
+        stops = {shard: ends[shard] for shard in pending}
+        arrow = None
+        if known is not None:
+            arrow = _driver_read(backend, info, starts, stops, options.page_size)
+        if arrow is not None:
+            frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
+            _format.write_batch(frame, table, batch)
+            events = arrow.num_rows
+        else:
+            frame = _source_frame(self.spark, self.source_options, info, starts, stops)
+            _format.write_batch(frame, table, batch)
+            events = _format.count_batch(self.spark, table, batch)
+        self._register(backend, info, ends)
+        if on_stage is not None:
+            on_stage("committed", {**details, "events": events})
+        result = LandingResult(
+            table.text, batch if events else None, events, cursors, ends,
+            time.monotonic() - started,
+        )  # fmt: skip
+        return result, _Known(schema, ends, batch if events else last_batch, ends)
+
+    def _register(self, backend: Backend, info: SourceFeed, ends: Mapping[int, bytes]) -> None:
+        """Register the landed position for retention, after the commit: every event up to
+        ``ends`` is in the table now (or there was none), so retention may remove it. The
+        table's ``max(ulid)`` stays the cursor of record; this copy only holds retention back.
+        """
+        if "save_cursor" in info.names:  # else SQL Server, or a feed without retention
+            backend.save_cursors(info, self.consumer, ends)
+
+
+def _driver_read(
+    backend: Backend,
+    info: SourceFeed,
+    starts: Mapping[int, bytes],
+    ends: Mapping[int, bytes],
+    page_size: int,
+) -> Any:
+    """The events of ``(starts, ends]`` as one Arrow table, read here on the driver, or
+    ``None`` past :data:`DRIVER_READ_LIMIT` events (then Spark's executors read them)."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    builder = BatchBuilder(info.layout())
+    batches, total = [], 0
+    for shard in sorted(starts):
+        for page in read_range(backend, info, shard, starts[shard], ends[shard], page_size):
+            total += len(page)
+            if total > DRIVER_READ_LIMIT:
+                return None
+            batches.append(builder.build(page))
+    return pa.Table.from_batches(batches, schema=builder.schema)
+
+
+def _landing_options(source_options: Mapping[str, str]) -> FeedOptions:
+    lowered = {str(k).lower() for k in source_options}
+    fixed = sorted(k for k in lowered if k in _NOT_FOR_LANDING)
+    if fixed:
+        raise ChangefeedSourceError(
+            f"land() sets startingOffsets and endingOffsets itself (from the table and the "
+            f"source's safe points); remove {', '.join(fixed)}"
+        )
+    options = parse_options(source_options)
+    if options.starting_position.kind == "now":
+        raise ChangefeedSourceError(
+            "land() cannot start at 'now': the table is the landing's only record of where it "
+            "is, and a shard without landed rows would start again at a later 'now' on the next "
+            "run (skipping events). Use a timestamp or ULID, e.g. "
+            "startingPosition=2024-05-01T00:00:00Z"
+        )
+    return options
+
+
+def _shards(options: FeedOptions, listed: list[int], heads: Mapping[int, bytes]) -> list[int]:
+    if options.shards is not None:
+        return list(options.shards)
+    return sorted(set(listed) | set(heads))
+
+
+def _source_frame(
+    spark: Any,
+    source_options: Mapping[str, str],
+    info: SourceFeed,
+    cursors: Mapping[int, bytes],
+    ends: Mapping[int, bytes],
+) -> Any:
+    import json
+
+    # The schema is known: passing it spares Spark a Python worker that would ask the
+    # database again (the reader still checks it against the registry).
+    reader = spark.read.format("changefeed").schema(info.layout().spark_schema())
+    for key, value in source_options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.option("startingOffsets", json.dumps(encode_offset(dict(cursors))))
+        .option("endingOffsets", json.dumps(encode_offset(dict(ends))))
+        .load()
+    )
