@@ -55,7 +55,7 @@ def rendered(dbt: DbtHarness) -> dict[str, dict[str, Any]]:
     sqls = [case[s] for case in out.values() for s in matrix.SECTIONS]
     sqls += [statement for case in out.values() for statement in case["statements"]]
     parsed = warm_parse_cache(sqls)
-    print(f"\nsqlserver render matrix: {len(out)} cases, {parsed} distinct statements parsed")
+    print(f"\nsqlserver render matrix: {len(out)} cases, {parsed} distinct statement shapes parsed")
     return out
 
 
