@@ -54,6 +54,7 @@ SPARK_LANE = (
     "tests/test_spark_freshness.py",
     "tests/test_ulid_sql_macros.py",
     "tests/sqlserver_live/test_spark_source_live.py",
+    "tests/test_spark_scd.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.

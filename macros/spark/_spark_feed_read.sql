@@ -18,6 +18,12 @@
     max(changefeed_batch), answered from their file statistics. -#}
 {% macro _spark_last_batch(relation) %}
   {%- set found = adapter.get_relation(relation.database, relation.schema, relation.identifier) -%}
+  {%- if found is none and '.' in relation.schema -%}
+    {#-- dbt-spark cannot list a catalog-qualified schema (spark_catalog.<schema> while the
+         session's current catalog is Iceberg's, docs/spark.md): ask Spark --#}
+    {%- set listed = run_query("show tables in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'") -%}
+    {%- set found = relation if listed.rows | length > 0 else none -%}
+  {%- endif -%}
   {%- if found is none -%}{{ return(0) }}{%- endif -%}
   {%- if changefeed._spark_is_acid(found) -%}
     {%- set rows = run_query('select max(changefeed_batch) from ' ~ relation) -%}
@@ -65,6 +71,10 @@
   {%- if changefeed._spark_in_unit_test() -%}
     {{ return('(' ~ alias ~ '.changefeed_batch > (select coalesce(max(changefeed_feed_batch), 0) from '
         ~ output ~ '))') }}
+  {%- endif -%}
+  {%- if changefeed._spark_scd_is_own_state(output) -%}
+    {#-- a state consumer's cursor is committed after its state, in a table of its own (11.7) --#}
+    {{ return('(' ~ alias ~ '.changefeed_batch > ' ~ changefeed._spark_scd_consumed_batch(output) ~ ')') }}
   {%- endif -%}
   {{ return('(' ~ alias ~ '.changefeed_batch > ' ~ changefeed._spark_consumed_batch(output) ~ ')') }}
 {% endmacro %}
