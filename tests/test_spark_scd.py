@@ -31,7 +31,9 @@ pytestmark = pytest.mark.spark
 
 SOURCE = "cf_scd_src"
 FEED = f"{SOURCE}.landed"
-FORMATS = ("parquet",)
+FORMATS = ("parquet", "delta", "iceberg")
+#: one dbt project per current catalog (tests/test_spark_lakehouse.py): Spark's own, Iceberg's
+PROJECTS = {"parquet": ("parquet", "delta"), "iceberg": ("iceberg",)}
 T0 = 1_700_000_000_000
 
 #: (shard, time in seconds after T0, order_id, status; None: the key is gone) per batch.
@@ -53,6 +55,24 @@ select e.shard_id, e.ulid, e.order_id, coalesce(e.payload.status, 'gone') as sta
     e.changefeed_feed_batch
 from {{ changefeed.feed_events(source('landing', 'orders_feed'), this) }} as e
 """
+
+
+EVENT = "e.shard_id, e.ulid, e.order_id, e.changefeed_feed_batch"
+#: model -> (its config, its select list, the error it must fail with)
+BAD_MODELS = {
+    "bad_format": ("unique_key='order_id', file_format='orc'", EVENT,
+                   "file_format 'orc' is not supported; accepted values: parquet, delta, iceberg"),
+    "bad_key": ("file_format='parquet'", EVENT, "unique_key must name the key column(s)"),
+    "bad_event_key": ("unique_key=['ulid']", EVENT, "remove 'ulid' from unique_key"),
+    "bad_buckets": ("unique_key='order_id', buckets=0", EVENT,
+                    "buckets must be a whole number from 1 to 65536 (got 0)"),
+    "bad_partition": ("unique_key='order_id', partition_by=['order_id']", EVENT,
+                      "partition_by is not a setting of this materialization"),
+    "bad_columns": ("unique_key='order_id'", "e.shard_id, e.order_id, e.changefeed_feed_batch",
+                    "the select has no column ulid"),
+    "bad_reserved": ("unique_key='order_id'", EVENT + ", true as changefeed_deleted",
+                     "may not return a column named changefeed_deleted"),
+}  # fmt: skip
 
 
 def ulid(shard: int, t: int, key: int) -> bytes:
@@ -87,7 +107,9 @@ def expected_history(upto: int) -> set[tuple[Any, ...]]:
             per_batch[grain] = e
     out = set()
     for key in {k for k, _ in per_batch}:
-        versions = sorted((v for (k, _), v in per_batch.items() if k == key), key=lambda v: (v[1], v[0]))
+        versions = sorted(
+            (v for (k, _), v in per_batch.items() if k == key), key=lambda v: (v[1], v[0])
+        )
         for i, (s, u, k, st, b) in enumerate(versions):
             start = int.from_bytes(u[:6], "big")
             end = int.from_bytes(versions[i + 1][1][:6], "big") if i + 1 < len(versions) else None
@@ -108,17 +130,27 @@ def land(spark: Any, batch: int) -> None:
     assert write_batch(spark, FEED, frame) == batch
 
 
-def project(fmt: str, root: Any) -> Any:
-    """The docs' models, in this format's schema, over the test's feed, with 4 buckets."""
-    texts = {name: block("docs/spark.md", digest) for name, digest in DOC_MODELS.items()}
-    if fmt == "parquet":
-        texts["current_status"] = STATUS_MODEL
+def project(catalog: str, root: Any) -> Any:
+    """The docs' models for each format of ``catalog`` (PROJECTS), each in its format's
+    schema, over the test's feed, with 4 buckets."""
     models = {}
-    for name, text in texts.items():
-        assert "file_format=" in text and "source('landing', 'orders_feed')" in text
-        text = re.sub(r"file_format='\w+'", f"file_format='{fmt}', schema='{schema_of(fmt)}', buckets=4", text)
-        models[f"{name}.sql"] = text.replace("source('landing', 'orders_feed')", FEED_REF)
-    path = package_project(root / f"project-{fmt}", f"changefeed_scd_{fmt}", models)
+    for fmt in PROJECTS[catalog]:
+        texts = {name: block("docs/spark.md", digest) for name, digest in DOC_MODELS.items()}
+        if fmt == "parquet":
+            texts["current_status"] = STATUS_MODEL
+        for name, text in texts.items():
+            assert "file_format=" in text and "source('landing', 'orders_feed')" in text
+            settings = f"schema='{schema_of(fmt)}', alias='{name}', buckets=var('cf_buckets', 4)"
+            text = re.sub(r"file_format='\w+'", f"file_format='{fmt}', {settings}", text)
+            models[f"{name}_{fmt}.sql"] = text.replace("source('landing', 'orders_feed')", FEED_REF)
+    if catalog == "parquet":
+        for name, (config, select, _) in BAD_MODELS.items():
+            models[f"{name}.sql"] = (
+                "{{ config(materialized='changefeed_current_state', enabled=var('cf_bad', false), "
+                f"schema='{schema_of(catalog)}', {config}) }}}}\nselect {select} from "
+                f"{{{{ changefeed.feed_events({FEED_REF}, this) }}}} as e\n"
+            )
+    path = package_project(root / f"project-{catalog}", f"changefeed_scd_{catalog}", models)
     (path / "macros").mkdir(exist_ok=True)
     (path / "macros" / "schema.sql").write_text(SCHEMA_MACRO)
     return path
@@ -146,15 +178,17 @@ def failing_at(pattern: str | None) -> Iterator[list[str]]:
         SparkSession.sql = original  # type: ignore[method-assign]
 
 
-def run_all(spark: Any, harnesses: dict[str, DbtHarness], *args: str, fail_at: str | None = None) -> None:
-    for fmt, harness in harnesses.items():
-        with current_catalog(spark, fmt), failing_at(fail_at) as hit:
+def run_all(
+    spark: Any, harnesses: dict[str, DbtHarness], *args: str, fail_at: str | None = None
+) -> None:
+    for catalog, harness in harnesses.items():
+        with current_catalog(spark, catalog), failing_at(fail_at) as hit:
             try:
                 harness.invoke(["run", *args], "spark")
             except DbtError:
                 if not hit:
                     raise
-        assert bool(hit) == bool(fail_at), f"{fmt}: the interruption point was not reached"
+        assert bool(hit) == bool(fail_at), f"{catalog}: the interruption point was not reached"
 
 
 def tables(spark: Any, fmt: str) -> dict[str, Any]:
@@ -169,8 +203,8 @@ def tables(spark: Any, fmt: str) -> dict[str, Any]:
                 f"select {event}, payload.status, changefeed_feed_batch, changefeed_deleted, "
                 f"unix_millis(valid_from), unix_millis(valid_to) from {schema}.history").collect()},
             "cursors": [tuple(r) for r in spark.sql(
-                f"select changefeed_batch, changefeed_feed_batch from {schema}.current__changefeed_cursor "
-                "order by 1").collect()],
+                "select changefeed_batch, changefeed_feed_batch "
+                f"from {schema}.current__changefeed_cursor order by 1").collect()],
             "rows": spark.sql(f"select count(*) from {schema}.current").collect()[0][0],
         }  # fmt: skip
         if fmt == "parquet":
@@ -189,12 +223,15 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     spark.sql(f"drop schema if exists spark_catalog.{SOURCE} cascade")
     spark.sql(f"create schema spark_catalog.{SOURCE}")
     root = tmp_path_factory.mktemp("scd")
-    harnesses = {}
     for fmt in FORMATS:
         with current_catalog(spark, fmt):
             spark.sql(f"drop schema if exists {schema_of(fmt)} cascade")
             spark.sql(f"create schema {schema_of(fmt)}")
-        harnesses[fmt] = DbtHarness(root / f"dbt-{fmt}", spark=lambda: spark, project_dir=project(fmt, root))
+    harnesses = {
+        catalog: DbtHarness(root / f"dbt-{catalog}", spark=lambda: spark,
+                            project_dir=project(catalog, root))
+        for catalog in PROJECTS
+    }  # fmt: skip
     seen: dict[str, Any] = {}
 
     def snap(step: str) -> None:
@@ -213,12 +250,17 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     snap("2 again")
     land(spark, 3)
     # nothing of the run is written
-    run_all(spark, harnesses, fail_at=r"\b(insert overwrite table \S+ partition \(changefeed_bucket\)|merge into )")
+    run_all(
+        spark,
+        harnesses,
+        fail_at=r"\b(insert overwrite table \S+ partition \(changefeed_bucket\)|merge into )",
+    )
     snap("3 interrupted")
     run_all(spark, harnesses)
     snap("3")
     run_all(spark, harnesses, "--full-refresh")
     snap("full refresh")
+    seen["harness"] = harnesses["parquet"]
     return seen
 
 
@@ -227,7 +269,9 @@ def test_current_state_keeps_the_newest_event_per_key(scenario: dict[str, Any], 
     for step, upto in (("1", 1), ("2 interrupted", 2), ("2", 2), ("2 again", 2), ("3", 3),
                        ("full refresh", 3)):  # fmt: skip
         assert scenario[step][fmt]["current"] == expected_current(upto), step
-        assert scenario[step][fmt]["rows"] == len(expected_current(upto)), f"{step}: one row per key"
+        assert scenario[step][fmt]["rows"] == len(expected_current(upto)), (
+            f"{step}: one row per key"
+        )
     final = {r[2]: r for r in scenario["3"][fmt]["current"]}
     assert final[1][3] == "c", "the older event of shard 2 did not overwrite"
     assert final[2][5] and final[4][5], "deletes are tombstones"
@@ -240,12 +284,14 @@ def test_history_has_one_version_per_key_and_feed_batch(scenario: dict[str, Any]
                        ("full refresh", 3)):  # fmt: skip
         assert scenario[step][fmt]["history"] == expected_history(upto), step
     versions = sorted(r for r in scenario["3"][fmt]["history"] if r[2] == 2)
-    assert [(r[3], r[5]) for r in sorted(versions, key=lambda r: r[6])] == [
-        ("a", False), ("late", False), (None, True)], "the late event is placed before the delete"  # fmt: skip
+    in_time = [(r[3], r[5]) for r in sorted(versions, key=lambda r: r[6])]
+    assert in_time == [("a", False), ("late", False), (None, True)], "late event before the delete"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_interrupted_runs_and_reruns_commit_the_cursor_once(scenario: dict[str, Any], fmt: str) -> None:
+def test_interrupted_runs_and_reruns_commit_the_cursor_once(
+    scenario: dict[str, Any], fmt: str
+) -> None:
     assert scenario["1"][fmt]["cursors"] == [(1, 1)]
     assert scenario["2 interrupted"][fmt]["cursors"] == [(1, 1)], "the cursor lags behind the state"
     assert scenario["2"][fmt]["cursors"] == [(1, 1), (2, 2)]
@@ -258,3 +304,16 @@ def test_interrupted_runs_and_reruns_commit_the_cursor_once(scenario: dict[str, 
 def test_a_delete_condition_for_feeds_without_payload(scenario: dict[str, Any]) -> None:
     want = {(s, u, k, st, b, d) for s, u, k, st, b, d in expected_current(3)}
     assert scenario["3"]["parquet"]["current_status"] == want
+
+
+def test_configs_are_checked_before_any_statement(scenario: dict[str, Any], spark: Any) -> None:
+    """Bad configs and selects fail naming the fix; a changed bucket count fails before it
+    touches the state (a key would be in two buckets)."""
+    before = tables(spark, "parquet")
+    with pytest.raises(DbtError) as failed:
+        scenario["harness"].invoke(["run", "--select", "current_parquet", *BAD_MODELS, "--vars",
+                                    '{"cf_bad": true, "cf_buckets": 8}'], "spark")  # fmt: skip
+    for name, (_, _, message) in BAD_MODELS.items():
+        assert message in str(failed.value), name
+    assert "was built with buckets=4 and is now configured with buckets=8" in str(failed.value)
+    assert tables(spark, "parquet") == before

@@ -43,9 +43,11 @@
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
       materialization, staged, columns, rules.key_columns, delete_when, rules.buckets) -%}
+  {#-- the cursor moves to the window's highest feed batch, whether its events won or not --#}
   {%- set window = run_query(
       "select count(*), max(changefeed_feed_batch), concat_ws(',', array_sort(collect_set(changefeed_bucket)))"
-      ~ " from (" ~ new_rows ~ ") as changefeed_window").rows[0] -%}
+      ~ " from (select changefeed_feed_batch, " ~ changefeed._spark_scd_bucket(rules.key_columns, rules.buckets)
+      ~ " as changefeed_bucket from " ~ staged ~ ") as changefeed_window").rows[0] -%}
   {%- set events, feed_batch = window[0] | int, window[1] -%}
   {%- set touched = (window[2] | string).split(',') if events > 0 else [] -%}
 
