@@ -130,9 +130,9 @@ def land(spark: Any, batch: int) -> None:
     assert write_batch(spark, FEED, frame) == batch
 
 
-def project(catalog: str, root: Any) -> Any:
+def project(catalog: str, root: Any, buckets: int = 4, bad: bool = False) -> Any:
     """The docs' models for each format of ``catalog`` (PROJECTS), each in its format's
-    schema, over the test's feed, with 4 buckets."""
+    schema, over the test's feed; ``bad``: and BAD_MODELS."""
     models = {}
     for fmt in PROJECTS[catalog]:
         texts = {name: block("docs/spark.md", digest) for name, digest in DOC_MODELS.items()}
@@ -140,13 +140,13 @@ def project(catalog: str, root: Any) -> Any:
             texts["current_status"] = STATUS_MODEL
         for name, text in texts.items():
             assert "file_format=" in text and "source('landing', 'orders_feed')" in text
-            settings = f"schema='{schema_of(fmt)}', alias='{name}', buckets=var('cf_buckets', 4)"
+            settings = f"schema='{schema_of(fmt)}', alias='{name}', buckets={buckets}"
             text = re.sub(r"file_format='\w+'", f"file_format='{fmt}', {settings}", text)
             models[f"{name}_{fmt}.sql"] = text.replace("source('landing', 'orders_feed')", FEED_REF)
-    if catalog == "parquet":
+    if bad:
         for name, (config, select, _) in BAD_MODELS.items():
             models[f"{name}.sql"] = (
-                "{{ config(materialized='changefeed_current_state', enabled=var('cf_bad', false), "
+                "{{ config(materialized='changefeed_current_state', "
                 f"schema='{schema_of(catalog)}', {config}) }}}}\nselect {select} from "
                 f"{{{{ changefeed.feed_events({FEED_REF}, this) }}}} as e\n"
             )
@@ -260,7 +260,7 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     snap("3")
     run_all(spark, harnesses, "--full-refresh")
     snap("full refresh")
-    seen["harness"] = harnesses["parquet"]
+    seen["root"] = root
     return seen
 
 
@@ -310,9 +310,11 @@ def test_configs_are_checked_before_any_statement(scenario: dict[str, Any], spar
     """Bad configs and selects fail naming the fix; a changed bucket count fails before it
     touches the state (a key would be in two buckets)."""
     before = tables(spark, "parquet")
+    root = scenario["root"] / "checks"
+    harness = DbtHarness(root / "dbt", spark=lambda: spark,
+                         project_dir=project("parquet", root, buckets=8, bad=True))  # fmt: skip
     with pytest.raises(DbtError) as failed:
-        scenario["harness"].invoke(["run", "--select", "current_parquet", *BAD_MODELS, "--vars",
-                                    '{"cf_bad": true, "cf_buckets": 8}'], "spark")  # fmt: skip
+        harness.invoke(["run", "--select", "current_parquet", *BAD_MODELS], "spark")
     for name, (_, _, message) in BAD_MODELS.items():
         assert message in str(failed.value), name
     assert "was built with buckets=4 and is now configured with buckets=8" in str(failed.value)
