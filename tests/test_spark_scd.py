@@ -27,7 +27,9 @@ from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.doc_blocks import block
 from tests.test_spark_lakehouse import SCHEMA_MACRO, current_catalog, require_lakehouse
 
-pytestmark = pytest.mark.spark
+#: the scenario (14 dbt runs in two projects) runs in the first test's setup: about 14
+#: minutes at a load average of 13-17 on 2 cores, above the suite's 600 s default
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1500)]
 
 SOURCE = "cf_scd_src"
 FEED = f"{SOURCE}.landed"
