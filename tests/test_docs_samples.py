@@ -1058,6 +1058,10 @@ def test_others_spark_guide_models(spark: Any, tmp_path: Path) -> None:
             spark.sql(f"drop table if exists {table}")
 
 
+#: docs/spark.md's state models, run on parquet, Delta and Iceberg by the state-table tests.
+OTHERS.update({("docs/spark.md", digest): "tests/test_spark_scd.py::project"
+               for digest in ("dfee432117a3", "a84aa2979dd1")})  # fmt: skip
+
 TESTING_COMMANDS = ("docs/testing.md", "f018cb8cf740")
 OTHERS[TESTING_COMMANDS] = f"{HERE}::test_others_testing_commands_collect"
 

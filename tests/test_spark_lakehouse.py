@@ -86,9 +86,8 @@ def current_catalog(spark: Any, fmt: str) -> Iterator[None]:
         spark.conf.set("spark.sql.defaultCatalog", previous)
 
 
-@pytest.fixture(scope="module")
-def lakehouse(spark: Any) -> Any:
-    """The shared session, with Delta and Iceberg (unavailable without their jars)."""
+def require_lakehouse(spark: Any) -> Any:
+    """``spark`` if it has Delta and Iceberg; else the test is unavailable (needs their jars)."""
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "DeltaSparkSessionExtension" not in extensions or "Iceberg" not in extensions:
         from changefeed._jars import LakehouseJarsMissing, lakehouse_jars
@@ -98,6 +97,13 @@ def lakehouse(spark: Any) -> Any:
         except LakehouseJarsMissing as exc:
             unavailable("Delta Lake and Iceberg", str(exc))
         unavailable("Delta Lake and Iceberg", "the shared Spark session started without them")
+    return spark
+
+
+@pytest.fixture(scope="module")
+def lakehouse(spark: Any) -> Any:
+    """The shared session, with Delta and Iceberg (unavailable without their jars)."""
+    require_lakehouse(spark)
     spark.sql(f"create database if not exists {SOURCE}")
     spark.sql(f"drop table if exists {SOURCE}.shop_orders")
     spark.sql(f"create table {SOURCE}.shop_orders (order_id bigint, status string, wave int, "

@@ -25,6 +25,12 @@
     batches from the bottom only (protocol 11.7), so the lowest minus 1 is the horizon. -#}
 {% macro _spark_batch_range(relation) %}
   {%- set found = adapter.get_relation(relation.database, relation.schema, relation.identifier) -%}
+  {%- if found is none and '.' in relation.schema -%}
+    {#-- dbt-spark cannot list a catalog-qualified schema (spark_catalog.<schema> while the
+         session's current catalog is Iceberg's, docs/spark.md): ask Spark --#}
+    {%- set listed = run_query("show tables in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'") -%}
+    {%- set found = relation if listed.rows | length > 0 else none -%}
+  {%- endif -%}
   {%- if found is none -%}{{ return([0, 0]) }}{%- endif -%}
   {%- if changefeed._spark_is_acid(found) -%}
     {%- set row = run_query('select min(changefeed_batch), max(changefeed_batch) from ' ~ relation).rows[0] -%}
@@ -117,7 +123,12 @@
     {{ return('(' ~ alias ~ '.changefeed_batch > (select coalesce(max(changefeed_feed_batch), 0) from '
         ~ output ~ '))') }}
   {%- endif -%}
-  {%- set consumed = changefeed._spark_consumed_batch(output) -%}
+  {%- if changefeed._spark_scd_is_own_state(output) -%}
+    {#-- a state consumer's cursor is committed after its state, in a table of its own (11.8) --#}
+    {%- set consumed = changefeed._spark_scd_consumed_batch(output) -%}
+  {%- else -%}
+    {%- set consumed = changefeed._spark_consumed_batch(output) -%}
+  {%- endif -%}
   {#-- consumed 0: nothing read yet, so like a first run it reads from the oldest kept batch --#}
   {%- if consumed > 0 -%}
     {%- set feed = feed if feed is not none else changefeed._spark_feed_of_model() -%}

@@ -1,0 +1,94 @@
+{#-
+  The orchestration of the state consumers changefeed_current_state and changefeed_history
+  (docs/spark.md, "Current state and history"; docs/protocol.md 11.8). The model's select
+  is the run's window of feed events (feed_events(feed, this): literal bounds, read before
+  this runs); the phases below apply it and then commit the cursor. Validation is in
+  _spark_scd_rules.sql, the statements in _spark_scd_sql.sql, the cursor in
+  _spark_scd_cursor.sql.
+-#}
+{% macro _spark_scd_materialize(materialization) %}
+  {#-- 1. Validate, before any statement --#}
+  {%- set rules = changefeed._spark_scd_rules(materialization) -%}
+  {%- set file_format = rules.file_format -%}
+  {%- set target = this.incorporate(type='table') -%}
+  {%- set cursor = changefeed._spark_scd_cursor_relation(target) -%}
+  {%- set staged = (this.identifier ~ '__changefeed_events') | lower -%}
+  {%- set full_refresh = should_full_refresh() -%}
+  {%- if file_format == 'parquet' -%}
+    {%- do changefeed._spark_check_partition_management(materialization) -%}
+  {%- endif -%}
+  {%- set committed = none if full_refresh else changefeed._spark_scd_cursor_row(cursor, file_format) -%}
+  {%- if committed is not none and committed.buckets != rules.buckets -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: model '" ~ model.name ~ "' was built with buckets=" ~ committed.buckets
+        ~ " and is now configured with buckets=" ~ rules.buckets ~ "; a key's bucket depends on it,"
+        ~ " so set buckets back to " ~ committed.buckets ~ " or rebuild with dbt run --full-refresh") }}
+  {%- endif -%}
+
+  {{ run_hooks(pre_hooks) }}
+
+  {#-- 2. Stage the window once; its bounds are literals, so a re-run stages the same events --#}
+  {#-- (replaced, not created: a failed run in a session that lives on, e.g. dbt's session
+      method, leaves its view behind) --#}
+  {%- call statement('changefeed_stage') -%}
+    create or replace temporary view {{ staged }} as {{ compiled_code }}
+  {%- endcall -%}
+  {%- do run_query('cache table ' ~ staged) -%}
+  {%- set columns = run_query('select * from ' ~ staged ~ ' limit 0').column_names | map('lower') | list -%}
+  {%- do changefeed._spark_scd_check_columns(materialization, columns, rules.key_columns) -%}
+  {%- set delete_when = rules.delete_when -%}
+  {%- if delete_when is none and 'payload' in columns -%}
+    {#-- a landed feed: its payload is the source row at landing time, null once the key is gone --#}
+    {%- set delete_when = 'payload is null' -%}
+  {%- endif -%}
+  {%- set new_rows = changefeed._spark_scd_new_rows(
+      materialization, staged, columns, rules.key_columns, delete_when, rules.buckets) -%}
+  {#-- the cursor moves to the window's highest feed batch, whether its events won or not --#}
+  {%- set window = run_query(
+      "select count(*), max(changefeed_feed_batch), concat_ws(',', array_sort(collect_set(changefeed_bucket)))"
+      ~ " from (select changefeed_feed_batch, " ~ changefeed._spark_scd_bucket(rules.key_columns, rules.buckets)
+      ~ " as changefeed_bucket from " ~ staged ~ ") as changefeed_window").rows[0] -%}
+  {%- set events, feed_batch = window[0] | int, window[1] -%}
+  {%- set touched = (window[2] | string).split(',') if events > 0 else [] -%}
+
+  {#-- 3. Full refresh: drop the cursor before the state, so a kill in between only re-reads --#}
+  {%- if full_refresh -%}
+    {%- do run_query('drop table if exists ' ~ cursor) -%}
+    {%- do run_query('drop table if exists ' ~ target) -%}
+  {%- endif -%}
+
+  {#-- 4. A first write creates the empty state; every write is then the same guarded statement --#}
+  {%- if run_query("show tables in " ~ target.schema ~ " like '" ~ target.identifier ~ "'").rows | length == 0 -%}
+    {%- if file_format == 'parquet' and (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
+      {%- do changefeed._spark_clear_orphan_location(target) -%}
+    {%- endif -%}
+    {%- do run_query(changefeed._spark_scd_create_sql(materialization, target, file_format, new_rows, columns)) -%}
+  {%- endif -%}
+
+  {#-- 5. Apply the window: parquet rewrites the touched buckets, delta/iceberg merge --#}
+  {%- if events > 0 and file_format == 'parquet' -%}
+    {%- do run_query('set spark.sql.sources.partitionOverwriteMode = DYNAMIC') -%}
+    {%- set rewrite = changefeed._spark_scd1_rewrite_sql if materialization == 'changefeed_current_state'
+                      else changefeed._spark_scd2_rewrite_sql -%}
+    {%- call statement('main') -%}{{ rewrite(target, new_rows, columns, rules.key_columns, touched) }}{%- endcall -%}
+  {%- elif events > 0 and materialization == 'changefeed_current_state' -%}
+    {%- call statement('main') -%}{{ changefeed._spark_scd1_merge_sql(target, new_rows, rules.key_columns, touched) }}{%- endcall -%}
+  {%- elif events > 0 -%}
+    {%- call statement('main') -%}{{ changefeed._spark_scd2_merge_sql(target, new_rows, columns, rules.key_columns, touched) }}{%- endcall -%}
+  {%- else -%}
+    {%- call statement('main') -%}select 'no new events' as changefeed_status{%- endcall -%}
+  {%- endif -%}
+
+  {#-- 6. Commit the cursor last: it may lag behind the state (a re-read), never run ahead --#}
+  {%- if events > 0 -%}
+    {%- do run_query(changefeed._spark_scd_create_cursor_sql(cursor, file_format)) -%}
+    {%- set batch = (committed.batch if committed is not none else 0) + 1 -%}
+    {%- do run_query(changefeed._spark_scd_commit_cursor_sql(cursor, file_format, batch, feed_batch, rules.buckets)) -%}
+  {%- endif -%}
+
+  {#-- 7. Clean up --#}
+  {%- do run_query('uncache table if exists ' ~ staged) -%}
+  {%- do run_query('drop view if exists ' ~ staged) -%}
+  {{ run_hooks(post_hooks) }}
+  {{ return({'relations': [target]}) }}
+{% endmacro %}

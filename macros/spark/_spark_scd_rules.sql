@@ -1,0 +1,100 @@
+{#-
+  Validation of the state consumers, changefeed_current_state and changefeed_history
+  (docs/spark.md, "Current state and history"; docs/protocol.md 11.8). Runs first, before
+  any statement, so a wrong config changes nothing. Returns the checked settings:
+
+    {'file_format': 'parquet' | 'delta' | 'iceberg', 'key_columns': [column, ...],
+     'buckets': int, 'delete_when': SQL text or none}
+
+  Every error names the model, the bad setting, the accepted values and a config that works.
+-#}
+{% macro _spark_scd_rules(materialization) %}
+  {%- set who = "changefeed: model '" ~ model.name ~ "' (materialized='" ~ materialization ~ "')" -%}
+  {%- set example = "config(materialized='" ~ materialization ~ "', unique_key=['order_id'], file_format='delta')" -%}
+
+  {%- set file_format = (config.get('file_format') or 'parquet') | lower -%}
+  {%- if file_format not in ['parquet', 'delta', 'iceberg'] -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": file_format '" ~ file_format ~ "' is not supported; accepted values: parquet, delta,"
+        ~ " iceberg") }}
+  {%- endif -%}
+
+  {%- set keys = config.get('unique_key') -%}
+  {%- if keys is string -%}{%- set keys = [keys] -%}{%- endif -%}
+  {%- set bad = namespace(found=(not keys or keys is mapping or keys is not iterable)) -%}
+  {%- for key in (keys if not bad.found else []) -%}
+    {%- if key is not string or not modules.re.match('^[A-Za-z_][A-Za-z0-9_]*$', key) -%}
+      {%- set bad.found = true -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if bad.found -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": unique_key must name the key column(s) of the state, a column name or a list of"
+        ~ " them (got " ~ (keys | string) ~ "); e.g. " ~ example) }}
+  {%- endif -%}
+  {%- set keys = keys | map('lower') | list -%}
+  {%- for reserved in ['shard_id', 'ulid', 'changefeed_feed_batch'] -%}
+    {%- if reserved in keys -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": unique_key names the key of the source row, not the event; remove '" ~ reserved
+          ~ "' from unique_key (got " ~ (keys | string) ~ ")") }}
+    {%- endif -%}
+  {%- endfor -%}
+
+  {%- set buckets = config.get('buckets', 16) -%}
+  {%- if buckets is not number or buckets is not integer or buckets < 1 or buckets > 65536 -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": buckets must be a whole number from 1 to 65536 (got " ~ (buckets | string) ~ ")") }}
+  {%- endif -%}
+
+  {%- set delete_when = config.get('delete_when') -%}
+  {%- if delete_when is not none and (delete_when is not string or delete_when | trim == '') -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": delete_when must be a SQL condition over the model's columns, e.g. \"status ="
+        ~ " 'deleted'\" (got " ~ (delete_when | string) ~ ")") }}
+  {%- endif -%}
+
+  {%- for owned in ['partition_by', 'incremental_strategy', 'location_root'] -%}
+    {%- if config.get(owned) -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": " ~ owned ~ " is not a setting of this materialization (it partitions the state"
+          ~ " by changefeed_bucket and writes it itself, as a managed table); remove " ~ owned) }}
+    {%- endif -%}
+  {%- endfor -%}
+
+  {{ return({'file_format': file_format, 'key_columns': keys, 'buckets': buckets | int,
+             'delete_when': delete_when}) }}
+{% endmacro %}
+
+
+{#- The checks that need the model's select: the columns every event must carry and the
+    names the state reserves. `columns` are the select's column names, lower case. -#}
+{% macro _spark_scd_check_columns(materialization, columns, keys) %}
+  {%- set who = "changefeed: model '" ~ model.name ~ "' (materialized='" ~ materialization ~ "')" -%}
+  {%- for needed in ['shard_id', 'ulid', 'changefeed_feed_batch'] + keys -%}
+    {%- if needed not in columns -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": the select has no column " ~ needed ~ "; a state consumer selects the event's"
+          ~ " shard_id, ulid and changefeed_feed_batch and the unique_key columns, e.g. select e.*"
+          ~ " from changefeed.feed_events(source('landing', 'orders_feed'), this) as e (got: "
+          ~ columns | join(', ') ~ ")") }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for reserved in changefeed._spark_scd_added_columns(materialization) + ['changefeed_batch'] -%}
+    {%- if reserved in columns -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": the select may not return a column named " ~ reserved ~ " (the state adds it;"
+          ~ " the feed's batch is changefeed_feed_batch, as feed_events() names it); rename or drop it") }}
+    {%- endif -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- The columns the state adds after the select's, in table order (the bucket last: it is
+    the partition column). -#}
+{% macro _spark_scd_added_columns(materialization) %}
+  {%- if materialization == 'changefeed_history' -%}
+    {{ return(['changefeed_deleted', 'valid_from', 'valid_to', 'changefeed_bucket']) }}
+  {%- endif -%}
+  {{ return(['changefeed_deleted', 'changefeed_bucket']) }}
+{% endmacro %}

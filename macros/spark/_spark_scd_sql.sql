@@ -1,0 +1,189 @@
+{#-
+  The SQL of the state consumers (docs/protocol.md 11.8). Every statement is a guarded
+  merge: an event changes a key's state only if it is newer, in (ulid, shard_id) order,
+  than what the state holds, so applying a window twice, or a window that overlaps an
+  applied one, gives the same state (idempotent and monotone). The orchestration is in
+  _spark_scd_materialize.sql.
+
+  Arguments shared by these macros:
+    target    the state table (this)
+    staged    the cached view of the run's events (the model's select)
+    columns   the select's column names, in its order
+    keys      the unique_key columns
+    touched   the buckets (changefeed_bucket values) the run's events fall in, a list of ints
+-#}
+
+{#- Tie-free event order: ULIDs are unique within a shard, the shard breaks a cross-shard tie. -#}
+{% macro _spark_scd_newer(new, old) %}
+  {{ return('(' ~ new ~ '.ulid > ' ~ old ~ '.ulid or (' ~ new ~ '.ulid = ' ~ old ~ '.ulid and '
+            ~ new ~ '.shard_id > ' ~ old ~ '.shard_id))') }}
+{% endmacro %}
+
+
+{% macro _spark_scd_key_match(keys, left, right) %}
+  {%- set parts = [] -%}
+  {%- for key in keys -%}
+    {%- do parts.append(left ~ '.' ~ adapter.quote(key) ~ ' <=> ' ~ right ~ '.' ~ adapter.quote(key)) -%}
+  {%- endfor -%}
+  {{ return(parts | join(' and ')) }}
+{% endmacro %}
+
+
+{% macro _spark_scd_list(names, alias=none) %}
+  {%- set parts = [] -%}
+  {%- for name in names -%}
+    {%- do parts.append((alias ~ '.' if alias else '') ~ adapter.quote(name)) -%}
+  {%- endfor -%}
+  {{ return(parts | join(', ')) }}
+{% endmacro %}
+
+
+{#- The bucket of a key: a stable hash of the key columns, so a key never changes bucket
+    while `buckets` stays the same (the cursor table records it, 11.8). -#}
+{% macro _spark_scd_bucket(keys, buckets) %}
+  {{ return('cast(pmod(xxhash64(' ~ changefeed._spark_scd_list(keys) ~ '), ' ~ buckets ~ ') as int)') }}
+{% endmacro %}
+
+
+{#- The run's new rows: per key (current state) or per key and feed batch (history) the
+    newest event, with changefeed_deleted, valid_from (history) and changefeed_bucket. A
+    landed feed's payload is the row as of the landing, so the events of one key in one
+    feed batch carry one row image: they are one version. -#}
+{% macro _spark_scd_new_rows(materialization, staged, columns, keys, delete_when, buckets) %}
+  {%- set grain = keys + (['changefeed_feed_batch'] if materialization == 'changefeed_history' else []) -%}
+  {%- set sql -%}
+select {{ changefeed._spark_scd_list(columns) }},
+    coalesce({{ delete_when if delete_when else 'false' }}, false) as changefeed_deleted,
+    {%- if materialization == 'changefeed_history' %}
+    {{ changefeed.ulid_timestamp('ulid') }} as valid_from,
+    {%- endif %}
+    {{ changefeed._spark_scd_bucket(keys, buckets) }} as changefeed_bucket
+from (
+    select *, row_number() over (
+        partition by {{ changefeed._spark_scd_list(grain) }} order by ulid desc, shard_id desc) as changefeed_rank
+    from {{ staged }}
+) as changefeed_ranked
+where changefeed_rank = 1
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- Current state, parquet: rewrite the touched buckets (dynamic partition overwrite) with,
+    per key, the newest of the rows they hold and the new rows. -#}
+{% macro _spark_scd1_rewrite_sql(target, new_rows, columns, keys, touched) %}
+  {%- set state = changefeed._spark_scd_list(columns + ['changefeed_deleted', 'changefeed_bucket']) -%}
+  {%- set sql -%}
+insert overwrite table {{ target }} partition (changefeed_bucket)
+select {{ state }}
+from (
+    select *, row_number() over (
+        partition by {{ changefeed._spark_scd_list(keys) }} order by ulid desc, shard_id desc) as changefeed_rank
+    from (
+        select {{ state }} from {{ target }} where changefeed_bucket in ({{ touched | join(', ') }})
+        union all
+        select {{ state }} from ({{ new_rows }}) as changefeed_new
+    ) as changefeed_both
+) as changefeed_ranked
+where changefeed_rank = 1
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- Current state, delta/iceberg: one MERGE, guarded by the event order. The bucket bounds
+    let the table format skip the files of untouched buckets. -#}
+{% macro _spark_scd1_merge_sql(target, new_rows, keys, touched) %}
+  {%- set sql -%}
+merge into {{ target }} as changefeed_state
+using ({{ new_rows }}) as changefeed_new
+on {{ changefeed._spark_scd_key_match(keys, 'changefeed_state', 'changefeed_new') }}
+    and changefeed_state.changefeed_bucket = changefeed_new.changefeed_bucket
+    and changefeed_state.changefeed_bucket in ({{ touched | join(', ') }})
+when matched and {{ changefeed._spark_scd_newer('changefeed_new', 'changefeed_state') }} then update set *
+when not matched then insert *
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- History: the versions of the keys a run touches, old and new, each event once (an event
+    re-read after a kill is the version the state already holds), and valid_to = the next
+    version's valid_from in (ulid, shard_id) order. `held` selects the versions the state
+    holds. -#}
+{% macro _spark_scd2_versions_sql(held, new_rows, columns, keys) %}
+  {%- set version = changefeed._spark_scd_list(columns + ['changefeed_deleted', 'valid_from', 'changefeed_bucket']) -%}
+  {%- set sql -%}
+select {{ changefeed._spark_scd_list(columns + ['changefeed_deleted', 'valid_from']) }},
+    lead(valid_from) over (
+        partition by {{ changefeed._spark_scd_list(keys) }} order by ulid, shard_id) as valid_to,
+    changefeed_bucket
+from (
+    select *, row_number() over (
+        partition by {{ changefeed._spark_scd_list(keys) }}, ulid, shard_id
+        order by changefeed_held desc) as changefeed_copy
+    from (
+        select {{ version }}, 1 as changefeed_held from ({{ held }}) as changefeed_old
+        union all
+        select {{ version }}, 0 as changefeed_held from ({{ new_rows }}) as changefeed_new
+    ) as changefeed_both
+) as changefeed_unique
+where changefeed_copy = 1
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- History, parquet: rewrite the touched buckets with their versions recomputed. -#}
+{% macro _spark_scd2_rewrite_sql(target, new_rows, columns, keys, touched) %}
+  {%- set held = 'select * from ' ~ target ~ ' where changefeed_bucket in (' ~ touched | join(', ') ~ ')' -%}
+  {%- set sql -%}
+insert overwrite table {{ target }} partition (changefeed_bucket)
+{{ changefeed._spark_scd2_versions_sql(held, new_rows, columns, keys) }}
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- History, delta/iceberg: one MERGE on (key, ulid, shard_id) that inserts the new versions
+    and moves the valid_to of the versions a late event now follows. -#}
+{% macro _spark_scd2_merge_sql(target, new_rows, columns, keys, touched) %}
+  {%- set held -%}
+select changefeed_old.* from {{ target }} as changefeed_old
+left semi join ({{ new_rows }}) as changefeed_new
+    on {{ changefeed._spark_scd_key_match(keys, 'changefeed_old', 'changefeed_new') }}
+where changefeed_old.changefeed_bucket in ({{ touched | join(', ') }})
+  {%- endset -%}
+  {%- set sql -%}
+merge into {{ target }} as changefeed_state
+using ({{ changefeed._spark_scd2_versions_sql(held, new_rows, columns, keys) }}) as changefeed_version
+on {{ changefeed._spark_scd_key_match(keys, 'changefeed_state', 'changefeed_version') }}
+    and changefeed_state.ulid = changefeed_version.ulid
+    and changefeed_state.shard_id = changefeed_version.shard_id
+    and changefeed_state.changefeed_bucket = changefeed_version.changefeed_bucket
+    and changefeed_state.changefeed_bucket in ({{ touched | join(', ') }})
+when matched and not (changefeed_state.valid_to <=> changefeed_version.valid_to)
+    then update set changefeed_state.valid_to = changefeed_version.valid_to
+when not matched then insert *
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- The state's empty table, created before the first write so that every write is the
+    same guarded statement (a first run killed after this is an empty state at cursor 0). -#}
+{% macro _spark_scd_create_sql(materialization, target, file_format, new_rows, columns) %}
+  {%- set sql -%}
+create table {{ target }}
+using {{ file_format }}
+partitioned by (changefeed_bucket)
+as select {{ changefeed._spark_scd_list(columns + ['changefeed_deleted']) }},
+    {%- if materialization == 'changefeed_history' %}
+    valid_from, cast(null as timestamp) as valid_to,
+    {%- endif %}
+    changefeed_bucket
+from ({{ new_rows }}) as changefeed_new
+where false
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
