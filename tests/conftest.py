@@ -22,7 +22,7 @@ from tests.support.real_parts import unavailable
 # that the scenario runs once.
 #
 # Two lanes: on 2 cores two heavy Spark groups (the kill scenario's drivers, Delta and
-# Iceberg, the demo, the landing kills) slow each other down more than a second worker
+# Iceberg, the state consumers, the demo, the landing kills) slow each other down more than a second worker
 # gains, so only the first worker takes Spark groups, and it takes them before anything
 # else; the other workers take the remaining groups, and then the light Spark groups from
 # the back of the Spark lane (one local session each, short), while the first worker joins
@@ -43,6 +43,7 @@ KILL_SCENARIO_MODULES = (
 #: Every group with a test that starts Spark, in this process or in a child, longest first.
 SPARK_LANE = (
     KILL_SCENARIO_GROUP,
+    "tests/test_spark_scd.py",
     "tests/test_spark_lakehouse.py",
     "tests/test_demo.py",
     "tests/test_landing.py",
@@ -56,11 +57,10 @@ SPARK_LANE = (
     "tests/sqlserver_live/test_spark_source_live.py",
     "tests/test_spark_retention.py",
     "tests/test_landing_continuous.py",
-    "tests/test_spark_scd.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.
-HEAVY_SPARK = SPARK_LANE[:4]
+HEAVY_SPARK = SPARK_LANE[:5]
 #: The longest of the other groups, first in their lane.
 LONGEST_FIRST = (
     *SPARK_LANE,
