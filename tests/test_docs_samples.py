@@ -437,10 +437,16 @@ def test_python_api_samples_run_in_order(
 # -- docs/macros.md ---------------------------------------------------------------------------
 
 
-def test_macros_packages_yaml() -> None:
+def test_macros_packages_yaml(tmp_path: Path) -> None:
+    """The sample installs as written: from a dbt project next to a checkout named
+    changefeed, its local path is this package (no URL or tag that does not exist)."""
     config = yaml.safe_load(sample("macros-packages"))
     (package,) = config["packages"]
-    assert set(package) == {"git", "revision"} and package["git"].endswith("changefeed.git")
+    assert set(package) == {"local"}
+    (tmp_path / "changefeed").symlink_to(REPO, target_is_directory=True)
+    (tmp_path / "my_project").mkdir()
+    installed = (tmp_path / "my_project" / package["local"]).resolve()
+    assert yaml.safe_load((installed / "dbt_project.yml").read_text())["name"] == "changefeed"
 
 
 @pytest.mark.postgres
@@ -490,7 +496,11 @@ def test_post_hook_project_yaml(pg_uri: str, tmp_path: Path) -> None:
             "models/no_feed.sql": "select 1 as id",
         },
     )
-    dbt_project(project, tmp_path / "work", "my_project", uri, "cf_docs").invoke(["run"])
+    warnings: list[str] = []
+    dbt_project(project, tmp_path / "work", "my_project", uri, "cf_docs").invoke(
+        ["run"], on_warning=warnings.append
+    )
+    assert warnings == []  # the documented +meta form: no deprecation (dbt 1.11's D041)
     with connection(uri) as conn:
         rows = conn.execute("select feed_id, mode from changefeed.feeds").fetchall()
         assert rows == [("cf_docs.order_totals", "outbox")]
