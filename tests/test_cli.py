@@ -183,6 +183,30 @@ def test_unknown_feed(shop_uri: str, capsys: Any) -> None:
     assert "unknown feed" in err and "shop.orders, shop.payments" in err
 
 
+def _no_spark(_args: Any) -> Any:
+    raise AssertionError("changefeed land started Spark before checking its source")
+
+
+@pytest.mark.parametrize(
+    ("feed", "connection", "fragment"),
+    [
+        ("shop.nope", None, "shop.nope"),
+        ("shop.orders", "postgresql://u@127.0.0.1:1/nowhere", "127.0.0.1"),
+    ],
+)
+def test_land_checks_its_source_before_starting_spark(
+    shop_uri: str, feed: str, connection: str | None, fragment: str, capsys: Any,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    """A typo in the feed or the connection is reported at once, not after Spark's start."""
+    monkeypatch.setattr("changefeed.cli.land.spark_session", _no_spark)
+    code, _out, err = cli(capsys, "land", "--connection", connection or shop_uri, "--feed",
+                          feed, "--table", "landing.orders", "--warehouse", str(tmp_path))  # fmt: skip
+    assert code == 1, err
+    assert err.startswith("changefeed land: error: ") and fragment in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     from changefeed.local_spark import JavaNotFound
 
     try:
-        from changefeed.spark.landing import land
+        from changefeed.spark.landing import check_source, land
         from changefeed.spark.source import ChangefeedSourceError
     except ImportError as exc:
         raise CliError(
@@ -126,8 +126,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.interval <= 0:
         raise CliError(f"--interval must be positive, got {args.interval:g}")
+    options = source_options(args)
     try:
-        options = source_options(args)
+        # Seconds, where a Spark start takes half a minute: a wrong connection, driver
+        # or feed name is reported before any Spark starts.
+        check_source(options)
+    except ChangefeedSourceError as exc:
+        raise CliError(str(exc)) from None
+    try:
         spark = spark_session(args)
     except JavaNotFound as exc:
         raise CliError(str(exc)) from None

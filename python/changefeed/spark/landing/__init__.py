@@ -50,7 +50,7 @@ from changefeed.spark.source import (
     register,
 )
 
-__all__ = ["ChangefeedSourceError", "LandingResult", "land"]
+__all__ = ["ChangefeedSourceError", "LandingResult", "check_source", "land"]
 
 #: ``on_stage(stage, details)`` is called at "planned" (cursors, safe points and batch
 #: fixed; nothing written yet) and "committed" (the batch is registered).
@@ -152,6 +152,16 @@ def land(
     return LandingResult(
         table.text, batch if events else None, events, cursors, ends, time.monotonic() - started
     )
+
+
+def check_source(source_options: Mapping[str, str]) -> None:
+    """Check the options, the connection (and its driver) and the feed, with no Spark:
+    :func:`land` checks them too, but only after its caller started Spark, which takes
+    half a minute, so ``changefeed land`` calls this first to report a typo at once.
+    Raises :class:`ChangefeedSourceError` naming the cause."""
+    options = _landing_options(source_options)
+    with open_backend(options.connection, options.changefeed_schema) as backend:
+        backend.describe(options.feed, options.payload)
 
 
 def _register(
