@@ -200,8 +200,8 @@ def test_land_checks_its_source_before_starting_spark(
 ) -> None:  # fmt: skip
     """A typo in the feed or the connection is reported at once, not after Spark's start."""
     monkeypatch.setattr("changefeed.cli.land.spark_session", _no_spark)
-    code, _out, err = cli(capsys, "land", "--connection", connection or shop_uri, "--feed",
-                          feed, "--table", "landing.orders", "--warehouse", str(tmp_path))  # fmt: skip
+    args = ["--connection", connection or shop_uri, "--feed", feed, "--table", "landing.orders"]
+    code, _out, err = cli(capsys, "land", *args, "--warehouse", str(tmp_path))
     assert code == 1, err
     assert err.startswith("changefeed land: error: ") and fragment in err
     assert "Traceback" not in err
