@@ -250,6 +250,25 @@ def test_missing_java_is_named_with_the_fix(shop_uri: str, tmp_path: Path) -> No
     assert "Traceback" not in result.stderr
 
 
+def test_status_says_that_spark_is_starting(
+    shop_uri: str, capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The Spark start of --consumer is announced on stderr before it begins (the start
+    itself fails here at once, so the test starts no Spark)."""
+
+    def spark_fails(**_kwargs: Any) -> Any:
+        raise RuntimeError("no Spark in this test")
+
+    monkeypatch.setattr("changefeed.local_spark.local_spark_session", spark_fails)
+    (tmp_path / "metastore_db").mkdir()
+    code, out, err = cli(capsys, "status", "--connection", shop_uri, "--consumer",
+                         "shop.orders=landing.orders", "--warehouse", str(tmp_path))  # fmt: skip
+    assert code == 1 and out == ""
+    first, second = err.splitlines()
+    assert first.startswith("changefeed status: starting a local Spark for --consumer")
+    assert second == "changefeed status: error: Spark did not start: no Spark in this test"
+
+
 def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "changefeed.cli", "land", "--connection", shop_uri,
