@@ -993,8 +993,8 @@ def test_others_spark_udfs_guide(spark: Any, tmp_path: Path) -> None:
     assert [tuple(r) for r in rows] == [("01ARZ3NDEKTSV4RRFFQ69G5FAV", "2016-07-30 23:54:10.259")]
 
 
-SPARK_CONSUMER = ("docs/spark.md", "9a57ef17e1a1")
-SPARK_FILTERING_CONSUMER = ("docs/spark.md", "e59293553587")
+SPARK_CONSUMER = ("docs/spark.md", "14c33cd9a28e")
+SPARK_FILTERING_CONSUMER = ("docs/spark.md", "ee0c6004a489")
 SPARK_PUBLISHER = ("docs/spark.md", "738c913c7b81")
 SPARK_SOURCES = ("docs/spark.md", "8b85ab02ecd5")
 OTHERS.update({
@@ -1017,8 +1017,10 @@ def test_others_spark_guide_models(spark: Any, tmp_path: Path) -> None:
 
     def land(rows: list[tuple[int, str, int, str]]) -> None:
         frame = spark.createDataFrame(
-            [(s, bytes.fromhex(u), o, st) for s, u, o, st in rows],
-            "shard_id int, ulid binary, order_id bigint, status string",
+            [(s, bytes.fromhex(u), o, (o, st)) for s, u, o, st in rows],
+            # as `changefeed land --payload` lands it: the source row is a struct
+            "shard_id int, ulid binary, order_id bigint, "
+            "payload struct<order_id: bigint, status: string>",
         )
         write_batch(spark, "landing.orders_feed", frame)
 
