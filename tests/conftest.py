@@ -21,13 +21,13 @@ from tests.support.real_parts import unavailable
 # tests read the Spark kill scenario (a session fixture of two minutes) are one group, so
 # that the scenario runs once.
 #
-# Two lanes: on 2 cores two heavy Spark groups (the kill scenario's drivers, Delta and
-# Iceberg, the state consumers, the demo, the landing kills) slow each other down more than a second worker
-# gains, so only the first worker takes Spark groups, and it takes them before anything
-# else; the other workers take the remaining groups, and then the light Spark groups from
-# the back of the Spark lane (one local session each, short), while the first worker joins
-# the other lane when its Spark groups are done. Within a lane, groups go out in
-# collection order, longest first.
+# Two lanes: on 2 cores two heavy Spark groups (the kill scenario's drivers, the state
+# consumers, Delta and Iceberg, the demo, the landing kills) slow each other down more
+# than a second worker gains, so only the first worker takes Spark groups, and it takes
+# them before anything else; the other workers take the remaining groups, and then the
+# light Spark groups from the back of the Spark lane (one local session each, short),
+# while the first worker joins the other lane when its Spark groups are done. Within a
+# lane, groups go out in collection order, longest first.
 #
 # The groups are computed from node ids by the scheduler below rather than with
 # `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,

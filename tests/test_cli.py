@@ -183,6 +183,30 @@ def test_unknown_feed(shop_uri: str, capsys: Any) -> None:
     assert "unknown feed" in err and "shop.orders, shop.payments" in err
 
 
+def _no_spark(_args: Any) -> Any:
+    raise AssertionError("changefeed land started Spark before checking its source")
+
+
+@pytest.mark.parametrize(
+    ("feed", "connection", "fragment"),
+    [
+        ("shop.nope", None, "shop.nope"),
+        ("shop.orders", "postgresql://u@127.0.0.1:1/nowhere", "127.0.0.1"),
+    ],
+)
+def test_land_checks_its_source_before_starting_spark(
+    shop_uri: str, feed: str, connection: str | None, fragment: str, capsys: Any,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    """A typo in the feed or the connection is reported at once, not after Spark's start."""
+    monkeypatch.setattr("changefeed.cli.land.spark_session", _no_spark)
+    args = ["--connection", connection or shop_uri, "--feed", feed, "--table", "landing.orders"]
+    code, _out, err = cli(capsys, "land", *args, "--warehouse", str(tmp_path))
+    assert code == 1, err
+    assert err.startswith("changefeed land: error: ") and fragment in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -224,6 +248,25 @@ def test_missing_java_is_named_with_the_fix(shop_uri: str, tmp_path: Path) -> No
     assert "changefeed status: error: Java was not found" in result.stderr
     assert "JDK 17" in result.stderr and "JAVA_HOME" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_status_says_that_spark_is_starting(
+    shop_uri: str, capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The Spark start of --consumer is announced on stderr before it begins (the start
+    itself fails here at once, so the test starts no Spark)."""
+
+    def spark_fails(**_kwargs: Any) -> Any:
+        raise RuntimeError("no Spark in this test")
+
+    monkeypatch.setattr("changefeed.local_spark.local_spark_session", spark_fails)
+    (tmp_path / "metastore_db").mkdir()
+    code, out, err = cli(capsys, "status", "--connection", shop_uri, "--consumer",
+                         "shop.orders=landing.orders", "--warehouse", str(tmp_path))  # fmt: skip
+    assert code == 1 and out == ""
+    first, second = err.splitlines()
+    assert first.startswith("changefeed status: starting a local Spark for --consumer")
+    assert second == "changefeed status: error: Spark did not start: no Spark in this test"
 
 
 def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:

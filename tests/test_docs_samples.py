@@ -441,10 +441,16 @@ def test_python_api_samples_run_in_order(
 # -- docs/macros.md ---------------------------------------------------------------------------
 
 
-def test_macros_packages_yaml() -> None:
+def test_macros_packages_yaml(tmp_path: Path) -> None:
+    """The sample installs as written: from a dbt project next to a checkout named
+    changefeed, its local path is this package (no URL or tag that does not exist)."""
     config = yaml.safe_load(sample("macros-packages"))
     (package,) = config["packages"]
-    assert set(package) == {"git", "revision"} and package["git"].endswith("changefeed.git")
+    assert set(package) == {"local"}
+    (tmp_path / "changefeed").symlink_to(REPO, target_is_directory=True)
+    (tmp_path / "my_project").mkdir()
+    installed = (tmp_path / "my_project" / package["local"]).resolve()
+    assert yaml.safe_load((installed / "dbt_project.yml").read_text())["name"] == "changefeed"
 
 
 @pytest.mark.postgres
@@ -494,7 +500,11 @@ def test_post_hook_project_yaml(pg_uri: str, tmp_path: Path) -> None:
             "models/no_feed.sql": "select 1 as id",
         },
     )
-    dbt_project(project, tmp_path / "work", "my_project", uri, "cf_docs").invoke(["run"])
+    warnings: list[str] = []
+    dbt_project(project, tmp_path / "work", "my_project", uri, "cf_docs").invoke(
+        ["run"], on_warning=warnings.append
+    )
+    assert warnings == []  # the documented +meta form: no deprecation (dbt 1.11's D041)
     with connection(uri) as conn:
         rows = conn.execute("select feed_id, mode from changefeed.feeds").fetchall()
         assert rows == [("cf_docs.order_totals", "outbox")]
@@ -819,7 +829,7 @@ UNTESTABLE.update({
     ("docs/protocol.md", "5812ff04eddd"): "definitions in notation (||, least over ...)",
     ("docs/protocol.md", "a4ccaea05957"): "pseudo-code of the barrier loop",
     ("docs/spark.md", "9dad949b250e"): "a dbt unit test with `rows: [...]` placeholders",
-    ("docs/protocol.md", "b49c815515f9"): "a template with <schema>, <table> and L "
+    ("docs/protocol.md", "e70283ec486b"): "a template with <schema>, <table> and L "
     "(the landing and feed_batch run the real statements; tests/test_spark_* kill tests)",
 })  # fmt: skip
 
@@ -987,8 +997,8 @@ def test_others_spark_udfs_guide(spark: Any, tmp_path: Path) -> None:
     assert [tuple(r) for r in rows] == [("01ARZ3NDEKTSV4RRFFQ69G5FAV", "2016-07-30 23:54:10.259")]
 
 
-SPARK_CONSUMER = ("docs/spark.md", "9a57ef17e1a1")
-SPARK_FILTERING_CONSUMER = ("docs/spark.md", "e59293553587")
+SPARK_CONSUMER = ("docs/spark.md", "14c33cd9a28e")
+SPARK_FILTERING_CONSUMER = ("docs/spark.md", "ee0c6004a489")
 SPARK_PUBLISHER = ("docs/spark.md", "738c913c7b81")
 SPARK_SOURCES = ("docs/spark.md", "8b85ab02ecd5")
 OTHERS.update({
@@ -1011,8 +1021,10 @@ def test_others_spark_guide_models(spark: Any, tmp_path: Path) -> None:
 
     def land(rows: list[tuple[int, str, int, str]]) -> None:
         frame = spark.createDataFrame(
-            [(s, bytes.fromhex(u), o, st) for s, u, o, st in rows],
-            "shard_id int, ulid binary, order_id bigint, status string",
+            [(s, bytes.fromhex(u), o, (o, st)) for s, u, o, st in rows],
+            # as `changefeed land --payload` lands it: the source row is a struct
+            "shard_id int, ulid binary, order_id bigint, "
+            "payload struct<order_id: bigint, status: string>",
         )
         write_batch(spark, "landing.orders_feed", frame)
 

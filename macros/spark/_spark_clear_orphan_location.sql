@@ -4,6 +4,9 @@
   refuses to create the table (LOCATION_ALREADY_EXISTS) until someone deletes them.
   There is no SQL to delete a directory, but dropping a managed table deletes its
   location: so a throw-away managed table is pointed at the location and dropped.
+  The truncate in between empties the location and creates it if it is missing (the
+  usual case, a clean first run): dropping a table whose location does not exist makes
+  the metastore log a FileNotFoundException and "ERROR FileUtils: Failed to delete".
   Idempotent, and safe to kill at any point (a re-run repeats it).
 -#}
 {% macro _spark_clear_orphan_location(relation) %}
@@ -15,6 +18,7 @@
   {%- do log("changefeed: clearing the location " ~ path ~ " of " ~ relation ~ " (not in the catalog) before creating it") -%}
   {%- do run_query('create table if not exists ' ~ cleanup ~ ' (x int) using parquet') -%}
   {%- do run_query("alter table " ~ cleanup ~ " set location '" ~ path | replace("'", "\\'") ~ "'") -%}
+  {%- do run_query('truncate table ' ~ cleanup) -%}
   {%- do run_query('drop table if exists ' ~ cleanup) -%}
 {% endmacro %}
 

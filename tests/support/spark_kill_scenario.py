@@ -119,10 +119,20 @@ def _land(spark: Any, spec: dict[str, Any]) -> int:
             StructField("shard_id", IntegerType(), False),
             StructField("ulid", BinaryType(), False),
             StructField("order_id", LongType(), False),
-            StructField("status", StringType(), True),
+            # As `changefeed land --payload` lands it: the source row is a struct.
+            StructField(
+                "payload",
+                StructType(
+                    [
+                        StructField("order_id", LongType(), True),
+                        StructField("status", StringType(), True),
+                    ]
+                ),
+                True,
+            ),
         ]
     )
-    rows = [(int(s), bytes.fromhex(u), int(o), st) for s, u, o, st in spec["rows"]]
+    rows = [(int(s), bytes.fromhex(u), int(o), (int(o), st)) for s, u, o, st in spec["rows"]]
     return write_batch(spark, spec["table"], spark.createDataFrame(rows, schema))
 
 

@@ -20,6 +20,8 @@ class Series:
     points: Sequence[Point]
     dashed: bool = False
     markers: bool = False
+    labels: Sequence[str] = ()
+    """One per point, shown as the marker's tooltip (e.g. the feed a point belongs to)."""
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -121,18 +123,30 @@ def line_chart(
         dash = ' stroke-dasharray="5,4"' if s.dashed else ""
         if len(s.points) > 1:
             parts.append(
-                f'<polyline fill="none" stroke="{s.color}" stroke-width="2"{dash} points="{path}"/>'
+                f'<polyline fill="none" stroke="{s.color}" stroke-width="2"{dash} points="{path}">'
+                f"<title>{html.escape(s.name)}</title></polyline>"
             )
         if s.markers or len(s.points) == 1:
+            labels = list(s.labels) or [""] * len(s.points)
             parts.extend(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{s.color}"/>'
-                for x, y in s.points
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{s.color}">'
+                f"<title>{html.escape(_point_title(s.name, label, x, y))}</title></circle>"
+                for (x, y), label in zip(s.points, labels, strict=True)
             )
         parts.append(f'<rect x="{legend_x}" y="{TOP - 4}" width="12" height="3" fill="{s.color}"/>')
         parts.append(f'<text x="{legend_x + 16}" y="{TOP}">{html.escape(s.name)}</text>')
         legend_x += 24 + 6.5 * len(s.name)
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _point_title(series: str, label: str, x: float, y: float) -> str:
+    """A marker's tooltip: which series, what the point is, and its values.
+
+    >>> _point_title("lag", "shop.orders batch 3", 12.0, 1.25)
+    'lag, shop.orders batch 3: 1.2 at 12'
+    """
+    return f"{series}{', ' + label if label else ''}: {_label(y)} at {_label(x)}"
 
 
 def report_html(title: str, summary_lines: Sequence[str], charts: Sequence[str]) -> str:
@@ -143,6 +157,7 @@ def report_html(title: str, summary_lines: Sequence[str], charts: Sequence[str])
         "<!doctype html>\n<html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title>"
         "<style>body{font-family:sans-serif;margin:24px;max-width:800px}"
-        "pre{background:#f6f6f6;padding:12px;overflow-x:auto}</style></head><body>"
+        "pre{background:#f6f6f6;padding:12px;white-space:pre-wrap;overflow-wrap:anywhere}"
+        "</style></head><body>"
         f"<h1>{html.escape(title)}</h1><pre>{summary}</pre>{body}</body></html>\n"
     )

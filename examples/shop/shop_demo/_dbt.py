@@ -67,8 +67,15 @@ class DbtProject:
         (self.work_dir / "profiles.yml").write_text(json.dumps(profiles, indent=2))
         self._deps_done = False
 
-    def invoke(self, args: Sequence[str], *, on_log: Callable[[str], None] | None = None) -> Any:
-        """Run ``dbt <args>``; raise :class:`DemoError` with dbt's message on failure."""
+    def invoke(
+        self,
+        args: Sequence[str],
+        *,
+        on_log: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> Any:
+        """Run ``dbt <args>``; raise :class:`DemoError` with dbt's message on failure.
+        ``on_warning`` receives every warning dbt fires (deprecations included)."""
         from dbt.cli.main import dbtRunner
 
         if not self._deps_done:
@@ -82,6 +89,8 @@ class DbtProject:
                 on_log(msg.data.msg)
             elif msg.info.level == "error":
                 problems.append(msg.info.msg)
+            elif msg.info.level == "warn" and on_warning is not None:
+                on_warning(msg.info.msg)
 
         with self._environment():
             result = dbtRunner(callbacks=[callback]).invoke([*args, *self._common_args()])

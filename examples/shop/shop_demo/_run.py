@@ -519,6 +519,11 @@ class Demo:
             x_max=x_max,
             marks=marks,
         )
+        # Both feeds' landings share the lag series: each point names its feed and batch.
+        landing_labels = [
+            f"{x['feed']} batch {x['batch']}" if x["batch"] is not None else f"{x['feed']}"
+            for x in self.metrics.landings
+        ]
         lag = line_chart(
             "Lag",
             [
@@ -527,12 +532,14 @@ class Demo:
                     "#ff7f0e",
                     [(x["t"], x["lag_p50"]) for x in self.metrics.landings],
                     markers=True,
+                    labels=landing_labels,
                 ),
                 Series(
                     "written -> Spark, max",
                     "#d62728",
                     [(x["t"], x["lag_max"]) for x in self.metrics.landings],
                     markers=True,
+                    labels=landing_labels,
                 ),
                 Series(
                     "written -> dbt models, max",

@@ -14,7 +14,7 @@ select
     e.shard_id,
     e.ulid,
     e.order_id,
-    upper(e.status) as status,
+    upper(e.payload.status) as status,
     e.changefeed_batch as changefeed_feed_batch,
     {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ source('cf_spark', 'landed_orders') }} as e

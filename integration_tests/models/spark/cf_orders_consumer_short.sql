@@ -8,7 +8,7 @@
     file_format='parquet',
 ) }}
 
-select e.shard_id, e.ulid, e.order_id, e.status, e.changefeed_feed_batch,
+select e.shard_id, e.ulid, e.order_id, e.payload.status as status, e.changefeed_feed_batch,
     {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ changefeed.feed_events(source('cf_spark', 'landed_orders'), this if is_incremental() else none) }} as e
-where e.status <> 'cancelled'
+where e.payload.status <> 'cancelled'

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from changefeed.local_spark import JavaNotFound
 
     try:
-        from changefeed.spark.landing import check_timing, land, land_continuously
+        from changefeed.spark.landing import check_source, check_timing, land, land_continuously
         from changefeed.spark.source import ChangefeedSourceError
     except ImportError as exc:
         raise CliError(
@@ -138,8 +138,14 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--{exc}") from None
     elif args.poll is not None:
         raise CliError("--poll needs --continuous")
+    options = source_options(args)
     try:
-        options = source_options(args)
+        # Seconds, where a Spark start takes half a minute: a wrong connection, driver
+        # or feed name is reported before any Spark starts.
+        check_source(options)
+    except ChangefeedSourceError as exc:
+        raise CliError(str(exc)) from None
+    try:
         spark = spark_session(args)
     except JavaNotFound as exc:
         raise CliError(str(exc)) from None

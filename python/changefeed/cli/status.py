@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -286,6 +287,12 @@ def start_local_spark(warehouse: Path, app_name: str) -> Any:
         raise CliError("pyspark is not installed: pip install 'changefeed[spark]'") from None
     # Spark's own log lines go to a file, not between the command's output.
     log = Path(tempfile.gettempdir()) / "changefeed-status-spark.log"
+    # The start takes 20-40 s with nothing else to show: say why the command is silent.
+    print(
+        f"changefeed status: starting a local Spark for --consumer (20-40 s; its log: {log})",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         with jvm_output_to(log):
             spark = local_spark_session(app_name=app_name, warehouse_dir=warehouse, hive=True)

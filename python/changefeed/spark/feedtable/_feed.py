@@ -115,6 +115,9 @@ def clear_orphan_location(spark: Any, table: str) -> None:
     cleanup = f"{schema}.{name.lower()}__changefeed_cleanup"
     spark.sql(f"create table if not exists {cleanup} (x int) using parquet")
     spark.sql(f"alter table {cleanup} set location '{path}'")
+    # Empties the location, and creates it when missing (a clean first write): dropping a
+    # table whose location does not exist logs "ERROR FileUtils: Failed to delete".
+    spark.sql(f"truncate table {cleanup}")
     spark.sql(f"drop table if exists {cleanup}")
 
 

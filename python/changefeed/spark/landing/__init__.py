@@ -46,7 +46,12 @@ from changefeed.spark.landing._continuous import (
     check_timing,
     land_continuously,
 )
-from changefeed.spark.landing._landing import Landing, LandingResult, StageCallback
+from changefeed.spark.landing._landing import (
+    Landing,
+    LandingResult,
+    StageCallback,
+    check_source,
+)
 from changefeed.spark.source import ChangefeedSourceError
 
 __all__ = [
@@ -56,6 +61,7 @@ __all__ = [
     "ChangefeedSourceError",
     "Landing",
     "LandingResult",
+    "check_source",
     "check_timing",
     "land",
     "land_continuously",

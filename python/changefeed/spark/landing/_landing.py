@@ -233,6 +233,16 @@ def _driver_read(
     return pa.Table.from_batches(batches, schema=builder.schema)
 
 
+def check_source(source_options: Mapping[str, str]) -> None:
+    """Check the options, the connection (and its driver) and the feed, with no Spark:
+    a landing checks them too, but only after its caller started Spark, which takes half
+    a minute, so ``changefeed land`` calls this first to report a typo at once.
+    Raises :class:`ChangefeedSourceError` naming the cause."""
+    options = _landing_options(source_options)
+    with open_backend(options.connection, options.changefeed_schema) as backend:
+        backend.describe(options.feed, options.payload)
+
+
 def _landing_options(source_options: Mapping[str, str]) -> FeedOptions:
     lowered = {str(k).lower() for k in source_options}
     fixed = sorted(k for k in lowered if k in _NOT_FOR_LANDING)

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 from changefeed.spark.udfs import _batch
+from changefeed.spark.udfs._workers import check_local_workers
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ def make_udf(name: str, strict: bool = False, iterator: bool = False) -> Any:
     function = FUNCTIONS.get(name)
     if function is None:
         raise ValueError(f"unknown ULID function {name!r}; expected one of {', '.join(FUNCTIONS)}")
+    check_local_workers()
     body = (_iterator_body if iterator else _scalar_body)(function, strict)
     body.__name__ = body.__qualname__ = name
     body.__doc__ = function.doc
