@@ -753,9 +753,10 @@ def test_incidents_are_trimmed_to_the_newest_1000_per_shard(
         trim = "where shard_id = @shard_id and generation <= @g - 1000;"
         for section in ("setup", "upgrade"):
             bodies = [b for b in executesql_bodies(rendered[case][section]) if insert in b]
+            # an outbox feed has no writer lock, so no stall burn: only tombstones
+            routines = ["lock", "tombstone"] if case == "blocking_int" else ["tombstone"]
             assert sorted(b.split(":")[0] for b in bodies) == [
-                "create or alter procedure [changefeed].[lock",
-                "create or alter procedure [changefeed].[tombstone",
+                f"create or alter procedure [changefeed].[{routine}" for routine in routines
             ], (case, section)
             for body in bodies:
                 for found in re.finditer(re.escape(insert), body):
