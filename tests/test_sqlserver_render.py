@@ -28,6 +28,7 @@ from tests.support.tsql import (
     all_problems,
     executesql_bodies,
     parse_problems,
+    string_value,
     tokens,
     warm_parse_cache,
 )
@@ -649,21 +650,21 @@ def test_the_trigger_is_changed_only_when_its_text_differs(
     rendered: dict[str, dict[str, Any]],
 ) -> None:
     """Review #20: a trigger change takes a schema lock on the source table. Setup skips
-    it when the enabled trigger already has the text, and waits at most 10 s for the lock
-    (lock_timeout set inside the sp_executesql, so it ends there) before failing with 51061."""
+    it when the enabled trigger already has the text (completed with the key columns as
+    they are now), and waits at most 10 s for the lock (lock_timeout set inside the
+    sp_executesql, so it ends there) before failing with 51061."""
     for section in ("setup", "upgrade"):
-        sql = rendered["outbox_trigger"][section]
-        ddl = sql.index(
-            "exec sp_executesql N'set lock_timeout 10000;\n"
-            "exec sp_executesql N''create or alter trigger"
+        body = _capture_setup(rendered["outbox_trigger"][section])
+        ddl = body.index(
+            "exec sp_executesql N'set lock_timeout 10000;\nexec sp_executesql @ddl;\n"
+            "enable trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines];',"
+            " N'@ddl nvarchar(max)', @ddl;"
         )
-        guard = sql.rindex("if not exists (", 0, ddl)
-        assert (
-            "object_definition(t.object_id)) = convert(varbinary(max), N'create or alter trigger"
-            in (sql[guard:ddl])
-        )
-        assert "t.is_disabled = 0" in sql[guard:ddl]
-        assert sql.index("if error_number() = 1222", ddl) < sql.index("throw 51061", ddl)
+        guard = body.rindex("if not exists (", 0, ddl)
+        assert body.index("set @ddl = replace(N'create or alter trigger") < guard
+        assert "object_definition(t.object_id)) = convert(varbinary(max), @ddl)" in body[guard:ddl]
+        assert "t.is_disabled = 0" in body[guard:ddl]
+        assert body.index("if error_number() = 1222", ddl) < body.index("throw 51061", ddl)
     # capture: none drops a trigger left from capture: trigger, under the same timeout
     assert (
         "set lock_timeout 10000;\nexec sp_executesql N''drop trigger"
@@ -675,13 +676,101 @@ def test_the_trigger_is_changed_only_when_its_text_differs(
     )
 
 
+def _capture_setup(sql: str) -> str:
+    """The sp_executesql body that completes and (re)creates the capture trigger."""
+    return _body(sql, "declare @key_columns nvarchar(max), @ddl nvarchar(max);")
+
+
+def _capture_trigger(sql: str) -> str:
+    """The capture trigger's text as setup holds it, before the key columns are filled in."""
+    start = "N'create or alter trigger"
+    (template,) = [string_value(t.text) for t in tokens(_capture_setup(sql))
+                   if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
+    return template
+
+
+def test_the_capture_trigger_refuses_writes_once_its_key_columns_changed(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 14, item 1: a key column renamed, swapped, retyped or dropped since setup would
+    make capture name the wrong rows. Setup bakes each key column's column_id and type
+    (system and user type id, max_length, precision, scale, collation), looked up by name,
+    into the trigger's text; the trigger looks them up again once per statement (one seek
+    in sys.triggers and one in sys.columns per key column) and refuses the write with 51067
+    before capturing anything when they differ."""
+    columns = (
+        "concat(N'[tenant_id] ', isnull((select concat(k.column_id, N':', k.system_type_id,"
+        " N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':',"
+        " k.collation_name) from sys.columns as k where k.object_id = {source}"
+        " and k.name = N'tenant_id'), N'missing'), N'; [sku] ', "
+    )
+    placeholder = "N'changefeed: the key columns at setup'"
+    for section in ("setup", "upgrade"):
+        body = _capture_setup(rendered["outbox_trigger"][section])
+        trigger = _capture_trigger(rendered["outbox_trigger"][section])
+        assert all_problems(trigger, f"outbox_trigger/{section}: capture trigger") == []
+        # setup reads the source by name, the trigger the table it fires on: the same
+        # expression otherwise, so an unchanged table gives the baked text exactly
+        assert columns.format(source="object_id(N'[shop].[order_lines]', N'U')") in body
+        assert columns.format(source="@source") in trigger
+        assert trigger.count("from sys.columns") == 3  # one seek per key column
+        assert (
+            "declare @source int = (select t.parent_id from sys.triggers as t"
+            " where t.object_id = @@procid);" in trigger
+        )
+        assert trigger.count(placeholder) == 2  # compared, and shown in the message
+        assert (
+            "N'N''changefeed: the key columns at setup''',\n"
+            "    concat(N'N''', replace(@key_columns, N'''', N''''''), N''''));" in body
+        )
+        check = trigger.index(f"if @key_columns <> {placeholder}")
+        refuse = trigger.index("throw 51067, @msg, 1;")
+        assert check < refuse < trigger.index("insert into @changed")
+        assert "Run setup_feed (or upgrade_feed)" in trigger
+        assert "the feed shop.order_lines" in trigger
+    # setup with the registered config re-creates a trigger that is gone, disabled, or
+    # baked for other key columns than the source has now
+    repair = rendered["outbox_trigger"]["setup"]
+    repair = repair[repair.index("if @action = N'unchanged' and not exists (") :]
+    repair = repair[: repair.index("set @action = N'repaired';")]
+    assert "t.is_disabled = 0" in repair
+    baked = "charindex(concat(N'if @key_columns <> N''', replace("
+    assert baked + columns.format(source="object_id(N'[shop].[order_lines]', N'U')") in repair
+    assert "51067" not in rendered["outbox_int"]["setup"]
+    assert "51067" not in rendered["blocking_int"]["setup"]
+
+
+def test_incidents_are_trimmed_to_the_newest_1000_per_shard(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 14, item 3: every call that records an incident (a stall burn in lock, a
+    tombstone) deletes the shard's incidents 1,000 generations or more below the one it
+    recorded, in the same transaction; one incident per generation, so at most 1,000 rows
+    per shard remain."""
+    for case, feed in (("blocking_int", "shop.orders"), ("outbox_trigger", "shop.order_lines")):
+        table = f"[changefeed].[incident:{feed}]"
+        insert = f"insert into {table} ("
+        trim = "where shard_id = @shard_id and generation <= @g - 1000;"
+        for section in ("setup", "upgrade"):
+            bodies = [b for b in executesql_bodies(rendered[case][section]) if insert in b]
+            # an outbox feed has no writer lock, so no stall burn: only tombstones
+            routines = ["lock", "tombstone"] if case == "blocking_int" else ["tombstone"]
+            assert sorted(b.split(":")[0] for b in bodies) == [
+                f"create or alter procedure [changefeed].[{routine}" for routine in routines
+            ], (case, section)
+            for body in bodies:
+                for found in re.finditer(re.escape(insert), body):
+                    delete = body.index(f"delete from {table}", found.start())
+                    assert body.index(trim, delete) < body.index("commit", found.start())
+
+
 def test_the_trigger_stages_the_union_before_the_outbox_insert(
     rendered: dict[str, dict[str, Any]],
 ) -> None:
     """Review #24: the outbox's order_sequence defaults to NEXT VALUE FOR, which is
     documented as refused in a statement with UNION; the trigger's union goes into a
     table variable first (static.sequence_default_problems checks the class)."""
-    trigger = _body(rendered["outbox_trigger"]["setup"], "create or alter trigger")
+    trigger = _capture_trigger(rendered["outbox_trigger"]["setup"])
     assert (
         "declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null,"
         " [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);"

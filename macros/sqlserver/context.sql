@@ -204,6 +204,7 @@
       'stall_timeout_ms': stall,
       'lock_probe_ms': probe,
       'source_lock_timeout_ms': 10000,
+      'incident_keep': 1000,
       'lock_prefix_lit': changefeed._sqlserver_literal(lock_prefix),
       'retention_lock_lit': changefeed._sqlserver_literal(lock_prefix ~ 'retention'),
       'setup_lock_lit': changefeed._sqlserver_literal(spec['schema'] ~ '/setup'),

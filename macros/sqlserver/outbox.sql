@@ -131,7 +131,11 @@ begin try
   tinyint fails too, where the probe would let nvarchar, bigint, decimal or float through
   by implicit conversion to fail (or truncate) at every write.
   _sqlserver_capture_statements: create or alter the trigger (capture: trigger), or drop
-  it if it exists (capture: none, outbox mode); see _sqlserver_source_ddl.
+  it if it exists (capture: none, outbox mode); see _sqlserver_source_ddl. The trigger
+  first compares the key columns of the table it fires on with those setup found (their
+  column_id and type, written into its text): a key column renamed, swapped, retyped or
+  dropped since would make it capture other rows' keys, so it refuses the write (51067).
+  One seek in sys.triggers and one in sys.columns per key column, per statement.
 -#}
 {% macro _sqlserver_capture_check(c) %}
   {%- if c.capture != 'trigger' -%}
@@ -172,13 +176,26 @@ end;
 
 {% macro _sqlserver_capture_statements(c) %}
   {%- set trigger = c.capture_trigger -%}
+  {%- set lit = changefeed._sqlserver_literal -%}
   {%- if c.capture == 'trigger' -%}
+    {%- set placeholder = 'changefeed: the key columns at setup' -%}
     {%- set ddl -%}
 create or alter trigger {{ trigger.sql }} on {{ c.source_sql }}
 after insert, update, delete
 as
 begin
     set nocount on;
+    -- A source changed since setup would make capture name the wrong rows (51067).
+    declare @source int = (select t.parent_id from sys.triggers as t where t.object_id = @@procid);
+    declare @key_columns nvarchar(max) = {{ changefeed._sqlserver_capture_key_columns(c, '@source') }};
+    if @key_columns <> {{ lit(placeholder) }}
+    begin
+        declare @msg nvarchar(2048) = concat(
+            {{ lit('changefeed: the key columns of ' ~ c.source_sql ~ ' changed since the capture of the feed ' ~ c.feed_id ~ ' was set up (then: ') }},
+            {{ lit(placeholder) }}, N'; now: ', @key_columns,
+            {{ lit("); capture would name the wrong rows, so this write is refused. Run setup_feed (or upgrade_feed) with the feed's config again; if a key column's type changed, change it back, or tear the feed down and set it up again") }});
+        throw 51067, @msg, 1;
+    end;
     declare @changed table (shard_id int not null, {{ c.key_decls | join(', ') }});
     {{ changefeed._sqlserver_capture_insert(c, [('inserted', 'i'), ('deleted', 'd')], target='@changed') }};
     insert into {{ c.n.outbox.sql }} (shard_id, {{ c.key_names | join(', ') }})
@@ -186,20 +203,53 @@ begin
 end
     {%- endset -%}
     {%- set ddl = ddl | trim -%}
+    {#- The key columns as the source has them now are baked into the trigger's text (the
+        placeholder literal, replaced), so a setup after a change re-creates the trigger. -#}
+    {%- set sql -%}
+set @key_columns = {{ changefeed._sqlserver_capture_key_columns(c, 'object_id(' ~ c.source_lit ~ ', N\'U\')') }};
+set @ddl = replace({{ lit(ddl) }}, {{ lit(lit(placeholder)) }},
+    concat(N'N''', replace(@key_columns, N'''', N''''''), N''''));
+    {%- endset -%}
     {#- The same text, enabled: nothing to do, and no schema lock on the source table. -#}
     {%- set unchanged -%}
 exists (
     select 1 from sys.triggers as t
     where t.object_id = object_id({{ trigger.lit }}, N'TR') and t.is_disabled = 0
-        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), {{ changefeed._sqlserver_literal(ddl) }}))
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), @ddl))
     {%- endset -%}
     {#- An ALTER of a disabled trigger would leave it disabled: capture needs it firing. -#}
-    {{ return([changefeed._sqlserver_source_ddl(c, unchanged, ddl,
-        'enable trigger ' ~ trigger.sql ~ ' on ' ~ c.source_sql ~ ';')]) }}
+    {#- In an sp_executesql of its own, with its own variables. -#}
+    {{ return([changefeed._sqlserver_exec('declare @key_columns nvarchar(max), @ddl nvarchar(max);\n' ~ sql ~ '\n'
+        ~ changefeed._sqlserver_source_ddl(c, unchanged, none, 'enable trigger ' ~ trigger.sql ~ ' on ' ~ c.source_sql ~ ';'))]) }}
   {%- elif c.mode == 'outbox' -%}
     {{ return([changefeed._sqlserver_source_ddl(c, 'object_id(' ~ trigger.lit ~ ', N\'TR\') is null', 'drop trigger ' ~ trigger.sql)]) }}
   {%- endif -%}
   {{ return([]) }}
+{% endmacro %}
+
+
+{#- T-SQL expression: the key columns of the table `object_id` as SQL Server has them now,
+    by name (`[name] column_id:system_type_id:user_type_id:max_length:precision:scale:collation`,
+    `missing` for a column that is gone): a rename, a swap or a new type changes it (51067).
+    One seek in sys.columns per key column. -#}
+{% macro _sqlserver_capture_key_columns(c, object_id) %}
+  {%- set parts = [] -%}
+  {%- for key in c.key_names -%}
+    {%- do parts.append(changefeed._sqlserver_literal(('; ' if not loop.first else '') ~ key ~ ' ')) -%}
+    {%- do parts.append("isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name)"
+        ~ ' from sys.columns as k where k.object_id = ' ~ object_id ~ ' and k.name = '
+        ~ changefeed._sqlserver_literal(key[1:-1] | replace(']]', ']')) ~ "), N'missing')") -%}
+  {%- endfor -%}
+  {{ return('concat(' ~ parts | join(', ') ~ ')') }}
+{% endmacro %}
+
+
+{#- T-SQL expression: the comparison that the capture trigger's text holds when it was set
+    up for the key columns the source table has now (see _sqlserver_capture_statements). -#}
+{% macro _sqlserver_capture_key_columns_baked(c) %}
+  {{ return("concat(N'if @key_columns <> N''', replace("
+      ~ changefeed._sqlserver_capture_key_columns(c, 'object_id(' ~ c.source_lit ~ ', N\'U\')')
+      ~ ", N'''', N''''''), N'''')") }}
 {% endmacro %}
 
 
@@ -209,7 +259,8 @@ exists (
   table (even NOLOCK ones) behind the setup, so the DDL (and `after`, under the same lock
   timeout) runs only when needed (`skip_if` is false) and waits at most
   c.source_lock_timeout_ms (10 s; SET LOCK_TIMEOUT, which ends with the sp_executesql that
-  sets it), then fails with 51061 and changes nothing.
+  sets it), then fails with 51061 and changes nothing. `ddl` none: the DDL is in the
+  variable @ddl (the capture trigger, whose text setup completes).
 -#}
 {% macro _sqlserver_source_ddl(c, skip_if, ddl, after='') %}
   {%- set lit = changefeed._sqlserver_literal -%}
@@ -217,8 +268,13 @@ exists (
 if not {{ skip_if }}
 begin
     begin try
+{%- if ddl is none %}
+        exec sp_executesql {{ lit('set lock_timeout ' ~ c.source_lock_timeout_ms ~ ';\nexec sp_executesql @ddl;'
+            ~ ('\n' ~ after if after else '')) }}, N'@ddl nvarchar(max)', @ddl;
+{%- else %}
         {{ changefeed._sqlserver_exec('set lock_timeout ' ~ c.source_lock_timeout_ms ~ ';\n' ~ changefeed._sqlserver_exec(ddl)
             ~ ('\n' ~ after if after else '')) }}
+{%- endif %}
     end try
     begin catch
         if error_number() = 1222

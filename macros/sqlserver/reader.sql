@@ -366,12 +366,15 @@ begin
             set generation = generation + 1
             where shard_id = @shard_id and generation = @g;
             if @@rowcount = 1
+            begin
                 insert into {{ n.incident.sql }} (
                     shard_id, generation, detected_at, reason, holder_session_id, holder_write_id,
                     detected_by_session_id, waited_ms)
                 values (
                     @shard_id, @g, sysutcdatetime(), N'tombstone', @session_id, @write_id, @@spid,
                     datediff(millisecond, @started_at, sysutcdatetime()));
+                {{ changefeed._sqlserver_sql_incident_trim(c, 16) }}
+            end;
         end;
         commit;
     end try
@@ -443,6 +446,7 @@ set @burned = 0;
 {{ p }}        values (
 {{ p }}            @shard_id, @g, sysutcdatetime(), {{ changefeed._sqlserver_literal(reason) }}, @holder_session_id,
 {{ p }}            @holder_write_id, @@spid, datediff(millisecond, @waited_from, sysutcdatetime()));
+{{ p }}        {{ changefeed._sqlserver_sql_incident_trim(c, depth + 8) }}
 {{ p }}        commit;
 {{ p }}        set @burned = 1;
 {{ p }}    end
@@ -455,6 +459,17 @@ set @burned = 0;
 {{ p }}    if error_number() <> 1205
 {{ p }}        throw;
 {{ p }}end catch;
+{%- endmacro %}
+
+
+{#- T-SQL, after an incident of generation @g was recorded for shard @shard_id: keep the
+    incidents of the shard's newest c.incident_keep generations (1,000) and delete the
+    older ones. Each incident burns one generation, so this keeps the newest 1,000
+    incidents; the delete is one range seek on the table's key (shard_id, generation). -#}
+{% macro _sqlserver_sql_incident_trim(c, depth=0) -%}
+{%- set p = ' ' * depth -%}
+delete from {{ c.n.incident.sql }}
+{{ p }}where shard_id = @shard_id and generation <= @g - {{ c.incident_keep }};
 {%- endmacro %}
 
 

@@ -108,8 +108,12 @@ else if convert(varbinary(max), @options) = convert(varbinary(max), {{ lit(c.opt
 else
     set @action = N'updated';
 {%- if c.capture == 'trigger' %}
--- A table that dbt rebuilt has lost its capture trigger: re-create it.
-if @action = N'unchanged' and object_id({{ c.capture_trigger.lit }}, N'TR') is null
+-- A table that dbt rebuilt has lost its capture trigger, a disabled one captures nothing,
+-- and one whose key columns changed refuses every write (51067): re-create it.
+if @action = N'unchanged' and not exists (
+    select 1 from sys.triggers as t
+    where t.object_id = object_id({{ c.capture_trigger.lit }}, N'TR') and t.is_disabled = 0
+        and charindex({{ changefeed._sqlserver_capture_key_columns_baked(c) }}, object_definition(t.object_id)) > 0)
     set @action = N'repaired';
 {%- endif %}
   {%- endset -%}

@@ -214,3 +214,31 @@ def test_the_trigger_union_meets_the_sequence_default(fresh: Any, conn: Any) -> 
     assert keys == [("k", 1), ("k", 2), ("m", 1), ("n", 1)]
     sequences = [r[0] for r in run(conn, f"select order_sequence from {feed.obj('outbox')};")]
     assert len(set(sequences)) == 4
+
+
+def test_a_changed_key_column_stops_the_writes_until_setup_runs_again(
+    fresh: Any, conn: Any
+) -> None:
+    """Issue 14, item 1: the key column sku swapped by name with payload (another type
+    and collation) would capture payload's values as keys. The trigger refuses the write
+    with 51067, naming the feed and the fix, and nothing is written; setup writes the
+    trigger anew for the columns as they are, and writes are captured again."""
+    feed: LiveFeed = fresh("outbox_trigger")
+    table = source(feed)
+    rename = "exec sp_rename N'shop.order_lines.{}', N'{}', N'COLUMN';"
+    run(conn, rename.format("sku", "cf_swap") + rename.format("payload", "sku")
+              + rename.format("cf_swap", "payload"))  # fmt: skip
+    insert = (
+        f"begin transaction; insert into {table} (tenant_id, sku, version, payload) "
+        f"values ({lit(TENANT)}, N'new key', 1, N'old key'); commit;"
+    )
+    message = expect_error(conn, insert, number=51067)
+    assert "the key columns of [shop].[order_lines] changed" in message
+    assert "the feed shop.order_lines" in message and "Run setup_feed" in message
+    assert scalar(conn, "select @@trancount;") == 0
+    assert feed.count(conn, "outbox") == 0
+    assert int(scalar(conn, f"select count(*) from {table};")) == 0
+    assert feed.setup(conn) == "repaired"
+    assert feed.setup(conn) == "unchanged"
+    run(conn, insert)
+    assert [sku for _, sku, _ in outbox_keys(conn, feed)] == ["new key"]

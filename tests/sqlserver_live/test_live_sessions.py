@@ -201,3 +201,29 @@ def test_tombstone_and_commit_race_with_exactly_one_winner(
     assert len(incidents) == 12 - len(committed)
     state = feed.state(conn, 0)
     assert state is not None and state["generation"] == 12 - len(committed)
+
+
+def test_a_tombstone_keeps_the_newest_1000_incidents_of_its_shard(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """Issue 14, item 3: the incident table is bounded. 1,100 older incidents of shard 0
+    (generations -1100 to -1) and one of shard 1; the tombstone that records generation 0
+    deletes shard 0's incidents of generation -1000 and below, and nothing of shard 1."""
+    feed: LiveFeed = fresh("blocking_int")
+    columns = (
+        "(shard_id, generation, detected_at, reason, holder_session_id, holder_write_id, "
+        "detected_by_session_id, waited_ms)"
+    )
+    rows = [f"(0, {g}, sysutcdatetime(), N'stall', null, null, 1, 0)" for g in range(-1100, 0)]
+    for chunk in range(0, len(rows), 500):  # at most 1,000 rows per values clause
+        values = ", ".join(rows[chunk : chunk + 500])
+        run(conn, f"insert into {feed.obj('incident')} {columns} values {values};")
+    run(conn, f"insert into {feed.obj('incident')} {columns} "
+              "values (1, 5, sysutcdatetime(), N'stall', null, null, 1, 0);")  # fmt: skip
+    with mssql.connection() as writer:
+        w = feed.lock(writer, 0)
+        assert feed.client.tombstone(conn, 0, w.session_id, w.write_id) is True
+        feed.client.release(writer)
+    generations = [i["generation"] for i in feed.incidents(conn, 0)]
+    assert generations == list(range(-999, 1))
+    assert [i["generation"] for i in feed.incidents(conn, 1)] == [5]

@@ -488,6 +488,8 @@ begin
                                 values (
                                     @shard_id, @g, sysutcdatetime(), N''stall'', @holder_session_id,
                                     @holder_write_id, @@spid, datediff(millisecond, @waited_from, sysutcdatetime()));
+                                delete from [changefeed].[incident:shop.orders]
+                                where shard_id = @shard_id and generation <= @g - 1000;
                                 commit;
                                 set @burned = 1;
                             end
@@ -991,12 +993,16 @@ begin
             set generation = generation + 1
             where shard_id = @shard_id and generation = @g;
             if @@rowcount = 1
+            begin
                 insert into [changefeed].[incident:shop.orders] (
                     shard_id, generation, detected_at, reason, holder_session_id, holder_write_id,
                     detected_by_session_id, waited_ms)
                 values (
                     @shard_id, @g, sysutcdatetime(), N''tombstone'', @session_id, @write_id, @@spid,
                     datediff(millisecond, @started_at, sysutcdatetime()));
+                delete from [changefeed].[incident:shop.orders]
+                where shard_id = @shard_id and generation <= @g - 1000;
+            end;
         end;
         commit;
     end try

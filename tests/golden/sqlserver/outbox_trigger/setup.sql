@@ -103,8 +103,12 @@ else if convert(varbinary(max), @options) = convert(varbinary(max), N'{"block_bi
     set @action = N'unchanged';
 else
     set @action = N'updated';
--- A table that dbt rebuilt has lost its capture trigger: re-create it.
-if @action = N'unchanged' and object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') is null
+-- A table that dbt rebuilt has lost its capture trigger, a disabled one captures nothing,
+-- and one whose key columns changed refuses every write (51067): re-create it.
+if @action = N'unchanged' and not exists (
+    select 1 from sys.triggers as t
+    where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') and t.is_disabled = 0
+        and charindex(concat(N'if @key_columns <> N''', replace(concat(N'[tenant_id] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'tenant_id'), N'missing'), N'; [sku] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'sku'), N'missing'), N'; [version] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'version'), N'missing')), N'''', N''''''), N''''), object_definition(t.object_id)) > 0)
     set @action = N'repaired';
 
 if @action = N'created'
@@ -792,12 +796,16 @@ begin
             set generation = generation + 1
             where shard_id = @shard_id and generation = @g;
             if @@rowcount = 1
+            begin
                 insert into [changefeed].[incident:shop.order_lines] (
                     shard_id, generation, detected_at, reason, holder_session_id, holder_write_id,
                     detected_by_session_id, waited_ms)
                 values (
                     @shard_id, @g, sysutcdatetime(), N''tombstone'', @session_id, @write_id, @@spid,
                     datediff(millisecond, @started_at, sysutcdatetime()));
+                delete from [changefeed].[incident:shop.order_lines]
+                where shard_id = @shard_id and generation <= @g - 1000;
+            end;
         end;
         commit;
     end try
@@ -1211,46 +1219,49 @@ begin
     delete from [changefeed].[consumer:shop.order_lines] where consumer = @consumer;
     select @@rowcount as forgotten;
 end';
+exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max);
+set @key_columns = concat(N''[tenant_id] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''tenant_id''), N''missing''), N''; [sku] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''sku''), N''missing''), N''; [version] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''version''), N''missing''));
+set @ddl = replace(N''create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
+after insert, update, delete
+as
+begin
+    set nocount on;
+    -- A source changed since setup would make capture name the wrong rows (51067).
+    declare @source int = (select t.parent_id from sys.triggers as t where t.object_id = @@procid);
+    declare @key_columns nvarchar(max) = concat(N''''[tenant_id] '''', isnull((select concat(k.column_id, N'''':'''', k.system_type_id, N'''':'''', k.user_type_id, N'''':'''', k.max_length, N'''':'''', k.[precision], N'''':'''', k.[scale], N'''':'''', k.collation_name) from sys.columns as k where k.object_id = @source and k.name = N''''tenant_id''''), N''''missing''''), N''''; [sku] '''', isnull((select concat(k.column_id, N'''':'''', k.system_type_id, N'''':'''', k.user_type_id, N'''':'''', k.max_length, N'''':'''', k.[precision], N'''':'''', k.[scale], N'''':'''', k.collation_name) from sys.columns as k where k.object_id = @source and k.name = N''''sku''''), N''''missing''''), N''''; [version] '''', isnull((select concat(k.column_id, N'''':'''', k.system_type_id, N'''':'''', k.user_type_id, N'''':'''', k.max_length, N'''':'''', k.[precision], N'''':'''', k.[scale], N'''':'''', k.collation_name) from sys.columns as k where k.object_id = @source and k.name = N''''version''''), N''''missing''''));
+    if @key_columns <> N''''changefeed: the key columns at setup''''
+    begin
+        declare @msg nvarchar(2048) = concat(
+            N''''changefeed: the key columns of [shop].[order_lines] changed since the capture of the feed shop.order_lines was set up (then: '''',
+            N''''changefeed: the key columns at setup'''', N''''; now: '''', @key_columns,
+            N''''); capture would name the wrong rows, so this write is refused. Run setup_feed (or upgrade_feed) with the feed''''''''s config again; if a key column''''''''s type changed, change it back, or tear the feed down and set it up again'''');
+        throw 51067, @msg, 1;
+    end;
+    declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null, [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);
+    insert into @changed (shard_id, [tenant_id], [sku], [version])
+    select (abs(checksum([sku])) % 4), i.[tenant_id], i.[sku], i.[version] from inserted as i
+    union
+    select (abs(checksum([sku])) % 4), d.[tenant_id], d.[sku], d.[version] from deleted as d;
+    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
+    select shard_id, [tenant_id], [sku], [version] from @changed;
+end'', N''N''''changefeed: the key columns at setup'''''',
+    concat(N''N'''''', replace(@key_columns, N'''''''', N''''''''''''), N''''''''));
 if not exists (
     select 1 from sys.triggers as t
-    where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') and t.is_disabled = 0
-        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), N'create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
-after insert, update, delete
-as
-begin
-    set nocount on;
-    declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null, [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);
-    insert into @changed (shard_id, [tenant_id], [sku], [version])
-    select (abs(checksum([sku])) % 4), i.[tenant_id], i.[sku], i.[version] from inserted as i
-    union
-    select (abs(checksum([sku])) % 4), d.[tenant_id], d.[sku], d.[version] from deleted as d;
-    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
-    select shard_id, [tenant_id], [sku], [version] from @changed;
-end'))
+    where t.object_id = object_id(N''[shop].[capture:changefeed.shop.order_lines]'', N''TR'') and t.is_disabled = 0
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), @ddl))
 begin
     begin try
-        exec sp_executesql N'set lock_timeout 10000;
-exec sp_executesql N''create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
-after insert, update, delete
-as
-begin
-    set nocount on;
-    declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null, [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);
-    insert into @changed (shard_id, [tenant_id], [sku], [version])
-    select (abs(checksum([sku])) % 4), i.[tenant_id], i.[sku], i.[version] from inserted as i
-    union
-    select (abs(checksum([sku])) % 4), d.[tenant_id], d.[sku], d.[version] from deleted as d;
-    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
-    select shard_id, [tenant_id], [sku], [version] from @changed;
-end'';
-enable trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines];';
+        exec sp_executesql N''set lock_timeout 10000;
+exec sp_executesql @ddl;
+enable trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines];'', N''@ddl nvarchar(max)'', @ddl;
     end try
     begin catch
         if error_number() = 1222
-            throw 51061, N'changefeed: could not change the capture trigger of [shop].[order_lines] within 10000 ms: transactions on the table held it (a trigger change needs a schema lock on the table); nothing was changed, retry when the table is quieter', 1;
+            throw 51061, N''changefeed: could not change the capture trigger of [shop].[order_lines] within 10000 ms: transactions on the table held it (a trigger change needs a schema lock on the table); nothing was changed, retry when the table is quieter'', 1;
         throw;
     end catch;
-end;
+end;';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant select on object::[changefeed].[feed:shop.order_lines] to [changefeed_reader:shop.order_lines]';

@@ -103,7 +103,7 @@ exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.order_l
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.order_lines]
 
--- @@as in setup.sql@@ if not exists (
+-- @@as in setup.sql@@ exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max);
 
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
