@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # `make test WORKERS=0` runs everything in one process.
 WORKERS ?= 2
 
-.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars clean
+.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars compat-venv clean
 
 java:
 	@scripts/check_java.sh
@@ -40,6 +40,20 @@ $(JARS_STAMP): jars/pom.xml
 
 jars: $(JARS_STAMP)
 
+# PySpark 3.5 in an environment of its own, for the ULID UDFs' older-PySpark test
+# (tests/test_udfs_older_pyspark.py); pins in tests/support/older_pyspark.txt.
+COMPAT_VENV ?= .venv-pyspark35
+COMPAT_STAMP := $(COMPAT_VENV)/.installed-$(shell cksum tests/support/older_pyspark.txt | cut -d' ' -f1)
+
+$(COMPAT_STAMP): tests/support/older_pyspark.txt
+	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet 'uv>=0.5'
+	$(COMPAT_VENV)/bin/uv pip install --quiet --python $(COMPAT_VENV)/bin/python -r tests/support/older_pyspark.txt
+	@rm -f $(COMPAT_VENV)/.installed-*
+	@touch $@
+
+compat-venv: $(COMPAT_STAMP)
+
 # The shop example end to end (examples/shop/shop_demo, not part of the wheel); state in
 # .demo/, so a second run continues.
 # Options: make demo DEMO_ARGS="--duration 30 --rate 20" (or --reset to start over).
@@ -52,12 +66,12 @@ demo-status: venv jars
 	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo status $(STATUS_ARGS)
 
 # The full tier, which CI runs (.ci/run). test-fast leaves out the tests marked slow.
-test: java venv jars
+test: java venv jars compat-venv
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS)
 
-test-fast: java venv jars
+test-fast: java venv jars compat-venv
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"
@@ -74,4 +88,4 @@ bench: java venv jars
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log
+	rm -rf $(VENV) $(COMPAT_VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log

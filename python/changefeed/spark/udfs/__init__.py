@@ -20,8 +20,9 @@ Functions that take a ULID accept its 16 bytes or its 26-character text.
 
 They are Arrow UDFs (``pyspark.sql.functions.arrow_udf``, Spark 4.1+): measured on
 identical data they beat pandas UDFs, which turn every binary value into a Python
-``bytes`` object; see docs/spark-udfs.md. Executors need this package installed.
-PySpark 3.5 is not supported.
+``bytes`` object; see docs/spark-udfs.md. On PySpark 3.5 and 4.0, which lack
+``arrow_udf``, they are pandas UDFs with the same results. Executors need this package
+installed.
 """
 
 from __future__ import annotations

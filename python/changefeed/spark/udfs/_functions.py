@@ -1,4 +1,10 @@
-"""Wrap the Arrow batch functions of :mod:`changefeed.spark.udfs._batch` as Spark Arrow UDFs."""
+"""Wrap the Arrow batch functions of :mod:`changefeed.spark.udfs._batch` as Spark UDFs.
+
+PySpark 4.1+ gets Arrow UDFs: Spark hands the body Arrow arrays. PySpark 3.5 and 4.0 have
+no ``arrow_udf``, so they get pandas UDFs around the same body: each batch goes from
+pandas to Arrow, through the body, and back (the same results, at the cost of a Python
+object per value; docs/spark-udfs.md).
+"""
 
 from __future__ import annotations
 
@@ -79,8 +85,57 @@ def _iterator_body(function: Function, strict: bool) -> Callable[..., Any]:
     return two
 
 
+def _pandas_body(function: Function, strict: bool) -> Callable[..., Any]:
+    import pandas as pd
+
+    body = function.body
+    timestamp = function.return_type == "timestamp"
+
+    def arrow(values: pd.Series) -> pa.Array:
+        # Binary columns arrive as bytes objects, strings as str: Arrow infers which.
+        # A batch of only NULLs infers the null type, which the bodies do not take.
+        array = pa.Array.from_pandas(values)
+        return array.cast(pa.binary()) if pa.types.is_null(array.type) else array
+
+    def series(result: pa.Array, index: pd.Index) -> pd.Series:
+        if timestamp:
+            # A naive pandas timestamp would be read back in the session time zone.
+            out = pd.Series(result.to_pandas(), index=index)
+            return out.dt.tz_localize("UTC") if out.dt.tz is None else out
+        # Nullable dtypes keep bigint and boolean NULLs exact (no float NaN).
+        mapper = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}.get
+        return pd.Series(result.to_pandas(types_mapper=mapper), index=index)
+
+    if function.arity == 1:
+
+        def one(values: pd.Series) -> pd.Series:
+            return series(body(arrow(values), strict), values.index)
+
+        one.__annotations__ = {"values": pd.Series, "return": pd.Series}
+        return one
+
+    def two(first: pd.Series, second: pd.Series) -> pd.Series:
+        return series(body(arrow(first), arrow(second), strict), first.index)
+
+    # pyspark reads the UDF flavour from these hints; real types, because the module's
+    # postponed annotations name ``pd``, which is imported here only.
+    two.__annotations__ = {"first": pd.Series, "second": pd.Series, "return": pd.Series}
+    return two
+
+
+def _pandas_udf(function: Function, strict: bool) -> Any:
+    from pyspark.sql.pandas.functions import pandas_udf
+
+    body = _pandas_body(function, strict)
+    body.__name__ = body.__qualname__ = function.name
+    body.__doc__ = function.doc
+    factory: Any = pandas_udf
+    return factory(body, function.return_type)
+
+
 def make_udf(name: str, strict: bool = False, iterator: bool = False) -> Any:
-    """A new Arrow UDF for SQL function ``name``.
+    """A new UDF for SQL function ``name``: an Arrow UDF on PySpark 4.1+, a pandas UDF
+    with the same results on PySpark 3.5 and 4.0.
 
     Not cached on purpose: a UDF object binds to the SparkContext that first evaluates
     it, and a process may stop one session and start another.
@@ -89,21 +144,21 @@ def make_udf(name: str, strict: bool = False, iterator: bool = False) -> Any:
     instead of the default ``pa.Array -> pa.Array`` one. Both run the same batch
     body; the default is the one ``register`` uses, because Spark can evaluate several
     scalar Arrow UDFs of one ``select`` in a single pass over the data, while each
-    iterator UDF gets its own pass.
+    iterator UDF gets its own pass. On PySpark 3.5 and 4.0 ``iterator`` is refused.
     """
-    try:
-        from pyspark.sql.pandas.functions import arrow_udf
-    except ImportError as exc:  # pragma: no cover - PySpark < 4.1
-        import pyspark
-
-        raise ImportError(
-            "changefeed.spark.udfs needs PySpark 4.1 or newer (Arrow UDFs); "
-            f"found {pyspark.__version__}"
-        ) from exc
-
     function = FUNCTIONS.get(name)
     if function is None:
         raise ValueError(f"unknown ULID function {name!r}; expected one of {', '.join(FUNCTIONS)}")
+    try:
+        from pyspark.sql.pandas.functions import arrow_udf
+    except ImportError:  # PySpark 3.5 and 4.0
+        if iterator:
+            raise ValueError(
+                "iterator=True needs PySpark 4.1 or newer (Arrow UDFs); on "
+                "older PySpark use the default scalar form"
+            ) from None
+        check_local_workers()
+        return _pandas_udf(function, strict)
     check_local_workers()
     body = (_iterator_body if iterator else _scalar_body)(function, strict)
     body.__name__ = body.__qualname__ = name
