@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from tests.support import spark_source as kit
+from tests.support.real_parts import unavailable
 
 from changefeed.client import PostgresFeed
 from changefeed.spark.feedtable import BATCH_COLUMN, retain
@@ -222,6 +223,79 @@ def test_the_docs_examples_run(
 
 
 # -- kill and re-run ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lakehouse(spark: Any) -> Any:
+    """The shared session, with Delta and Iceberg (their jars from ``make jars``)."""
+    from changefeed import _jars
+
+    try:
+        _jars.lakehouse_jars()
+    except _jars.LakehouseJarsMissing as exc:
+        unavailable("Delta Lake and Iceberg", str(exc))
+    return spark
+
+
+@pytest.mark.parametrize(
+    ("fmt", "table"), [("delta", "landing_tests.lake_delta"),
+                       ("iceberg", "iceberg.landing_tests.lake_iceberg")],
+)  # fmt: skip
+def test_landing_into_delta_and_iceberg(lakehouse: Any, pg_uri: str, dbt: Any, fmt: str,
+                                        table: str) -> None:  # fmt: skip
+    """A cold run creates the table in its format; warm runs of one Landing append a batch
+    each (one transaction, no partition list); a run that dies right after its commit
+    and a fresh landing that re-reads the table's heads land every event exactly once."""
+    from changefeed.spark.feedtable import table_format
+    from changefeed.spark.landing import Landing
+
+    spark = lakehouse
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 30, 10)
+    options = kit.options(pg_uri, feed, payload="true", pageSize=7)
+    with pytest.raises(ChangefeedSourceError, match="not one of parquet, delta, iceberg"):
+        land(spark, options, table, table_format="orc")
+
+    landing = Landing(spark, options, table, table_format=fmt)
+    try:
+        assert (landing.run().batch, table_format(spark, table)) == (1, fmt)
+        kit.write_many_blocking(pg_uri, feed, 1, 100, 12, 4)
+        assert landing.run().events == 12  # warm: from what its own commit left
+        kit.write_many_blocking(pg_uri, feed, 2, 200, 6, 3)
+
+        def die(at: str, details: Any) -> None:
+            if at == "committed":
+                raise Died(at)
+
+        with pytest.raises(Died):
+            landing.run(on_stage=die)
+    finally:
+        landing.close()
+    kit.write_many_blocking(pg_uri, feed, 0, 300, 5, 5)
+    again = land(spark, options, table)  # cold: heads and batch from the table
+    assert (again.batch, again.events) == (4, 5)
+    assert land(spark, options, table).batch is None
+
+    landed = spark.table(table)
+    assert kit.rows_of(landed, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
+    batches = {r[0]: r[1] for r in spark.sql(
+        f"select {BATCH_COLUMN}, count(*) from {table} group by 1").collect()}  # fmt: skip
+    assert batches == {1: 30, 2: 12, 3: 6, 4: 5}
+    other = "parquet" if fmt != "parquet" else "delta"
+    with pytest.raises(ChangefeedSourceError, match=f"is a {fmt} table, not {other}"):
+        land(spark, options, table, table_format=other)
+
+
+def test_a_table_format_that_cannot_live_in_the_catalog_is_refused(
+    lakehouse: Any, pg_uri: str, dbt: Any
+) -> None:
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    options = kit.options(pg_uri, feed)
+    with pytest.raises(ChangefeedSourceError, match="Iceberg table is named with its catalog"):
+        land(lakehouse, options, "landing_tests.not_here", table_format="iceberg")
+    with pytest.raises(ChangefeedSourceError, match="holds Iceberg tables"):
+        land(lakehouse, options, "iceberg.landing_tests.not_here", table_format="delta")
+    assert not lakehouse.catalog.tableExists("landing_tests.not_here")
 
 
 def _runner(config: dict[str, Any], timeout: float = 300) -> subprocess.CompletedProcess[str]:

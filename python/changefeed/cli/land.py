@@ -39,7 +39,13 @@ def add_parser(subparsers: Any) -> None:
                         help="database password (default: CHANGEFEED_PASSWORD; keeps it out "
                         "of the URI and the process list)")  # fmt: skip
     parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
-    parser.add_argument("--table", required=True, help="the Spark table: database.table")
+    parser.add_argument("--table", required=True,
+                        help="the Spark table: database.table, or catalog.database.table in "
+                        "an Iceberg catalog (e.g. iceberg.landing.orders)")  # fmt: skip
+    parser.add_argument("--table-format", choices=["parquet", "delta", "iceberg"],
+                        help="the format of a table the landing creates (default: parquet; "
+                        "iceberg in an Iceberg catalog); an existing table keeps its "
+                        "own")  # fmt: skip
     parser.add_argument("--shards", help="comma-separated shard ids (default: every shard)")
     parser.add_argument("--page-size", type=int, help="events per read_feed page (10000)")
     parser.add_argument("--payload", action="store_true",
@@ -154,13 +160,15 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"Spark did not start: {_first_line(exc)}") from None
     try:
         if not args.continuous:
-            print(land(spark, options, args.table).summary(), flush=True)
+            print(land(spark, options, args.table, table_format=args.table_format).summary(),
+                  flush=True)
             return 0
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         land_continuously(spark, options, args.table, interval=args.interval, poll=args.poll,
-                          stop=stop, on_result=_Printer(args.interval))  # fmt: skip
+                          stop=stop, on_result=_Printer(args.interval),
+                          table_format=args.table_format)  # fmt: skip
         print("changefeed land: stopped", flush=True)
         return 0
     except ChangefeedSourceError as exc:

@@ -18,6 +18,7 @@ head nor past the cursor of a consumer it is given.
 
 from changefeed.spark.feedtable._feed import (
     BATCH_COLUMN,
+    FORMATS,
     RESERVED_COLUMNS,
     SHARD_COLUMN,
     ULID_COLUMN,
@@ -27,6 +28,7 @@ from changefeed.spark.feedtable._feed import (
     feed_heads,
     newest_heads,
     next_batch,
+    table_format,
     write_batch,
 )
 from changefeed.spark.feedtable._retention import (
@@ -40,6 +42,7 @@ from changefeed.spark.feedtable._retention import (
 
 __all__ = [
     "BATCH_COLUMN",
+    "FORMATS",
     "RESERVED_COLUMNS",
     "SHARD_COLUMN",
     "ULID_COLUMN",
@@ -55,5 +58,6 @@ __all__ = [
     "newest_heads",
     "next_batch",
     "retain",
+    "table_format",
     "write_batch",
 ]

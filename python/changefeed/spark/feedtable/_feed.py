@@ -10,8 +10,10 @@ SHARD_COLUMN: Final = "shard_id"
 ULID_COLUMN: Final = "ulid"
 BATCH_COLUMN: Final = "changefeed_batch"
 RESERVED_COLUMNS: Final = (SHARD_COLUMN, ULID_COLUMN, BATCH_COLUMN)
+#: The table formats a Spark feed may have; the last two commit atomically (ACID).
+FORMATS: Final = ("parquet", "delta", "iceberg")
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 
 
 class FeedOrderError(ValueError):
@@ -20,8 +22,25 @@ class FeedOrderError(ValueError):
 
 def _table(name: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"a feed table is named 'schema.table' or 'table'; got {name!r}")
+        raise ValueError(
+            f"a feed table is named 'catalog.schema.table', 'schema.table' or 'table'; "
+            f"got {name!r}"
+        )
     return name
+
+
+def table_format(spark: Any, table: str) -> str:
+    """The format of an existing feed table: ``parquet``, ``delta`` or ``iceberg``
+    (its catalog's provider; anything else is refused, naming the formats)."""
+    for row in spark.sql(f"describe table extended {table}").collect():
+        if str(row[0]).strip().lower() == "provider":
+            provider = str(row[1]).strip().lower()
+            if provider in FORMATS:
+                return provider
+            raise ValueError(
+                f"{table} is a {provider} table; a Spark feed is {', '.join(FORMATS)}"
+            )
+    return "parquet"
 
 
 def _exists(spark: Any, table: str) -> bool:
@@ -41,14 +60,23 @@ def feed_heads(spark: Any, table: str, shards: Iterable[int] | None = None) -> d
     if not _exists(spark, table):
         return {}
     spark.sql(f"refresh table {table}")
-    return newest_heads(spark, table, committed_batches(spark, table), shards)
+    batches = committed_batches(spark, table, table_format(spark, table))
+    return newest_heads(spark, table, batches, shards)
 
 
-def committed_batches(spark: Any, table: str) -> list[int]:
-    """The registered batch numbers, ascending: the metastore's partition list, no data read.
+def committed_batches(spark: Any, table: str, fmt: str = "parquet") -> list[int]:
+    """The committed batch numbers, ascending, with no data read.
 
-    ``table`` is an existing feed table's name, ready for SQL.
+    ``table`` is an existing feed table's name, ready for SQL, in format ``fmt``
+    (:func:`table_format`). parquet: the metastore's partition list, where registration
+    is the commit. Delta and Iceberg commit atomically and have no partition list in the
+    metastore: the range from the lowest to the highest batch, from ``min``/``max`` of
+    the partition column (answered from file statistics); a feed's batches are
+    contiguous, since each write is 1 + the highest and retention removes the lowest.
     """
+    if fmt != "parquet":
+        row = spark.sql(f"select min({BATCH_COLUMN}), max({BATCH_COLUMN}) from {table}").first()
+        return [] if row[0] is None else list(range(int(row[0]), int(row[1]) + 1))
     batches = []
     for row in spark.sql(f"show partitions {table}").collect():
         key, _, value = str(row[0]).partition("=")
@@ -90,7 +118,7 @@ def next_batch(spark: Any, table: str) -> int:
     table = _table(table)
     if not _exists(spark, table):
         return 1
-    return max(committed_batches(spark, table), default=0) + 1
+    return max(committed_batches(spark, table, table_format(spark, table)), default=0) + 1
 
 
 def _schema_location(spark: Any, schema: str) -> str:

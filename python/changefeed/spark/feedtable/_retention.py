@@ -21,6 +21,7 @@ from changefeed.spark.feedtable._feed import (
     _exists,
     _table,
     committed_batches,
+    table_format,
 )
 
 #: What a dbt consumer behind retention must do (docs/operations.md, Retention).
@@ -55,10 +56,7 @@ class RetentionResult:
 
 
 def _is_acid(spark: Any, table: str) -> bool:
-    for row in spark.sql(f"describe table extended {table}").collect():
-        if str(row[0]).strip().lower() == "provider":
-            return str(row[1]).strip().lower() in ("delta", "iceberg")
-    return False
+    return table_format(spark, table) != "parquet"
 
 
 def batch_range(spark: Any, table: str, acid: bool | None = None) -> tuple[int, int] | None:

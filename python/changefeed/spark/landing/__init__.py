@@ -74,6 +74,7 @@ def land(
     target_table: str,
     *,
     on_stage: StageCallback | None = None,
+    table_format: str | None = None,
 ) -> LandingResult:
     """Land the feed's new events into ``target_table`` as one batch; see the module doc.
 
@@ -84,5 +85,13 @@ def land(
     ``beginning``, a ULID or a timestamp (not ``now``: a moving start cannot be re-derived
     from the table). The table is created on the first run; an existing table must have
     the feed's columns. ``consumer`` names the landing for retention (see the module doc).
+
+    ``target_table`` is ``database.table`` (or ``table``) in the session catalog, or
+    ``catalog.database.table`` in an Iceberg catalog (e.g. ``iceberg.landing.orders``).
+    ``table_format`` is the format of a table the run creates: ``parquet`` (the default in
+    the session catalog), ``delta`` (needs Delta's catalog as the session catalog) or
+    ``iceberg`` (the default, and the only one, in another catalog). An existing table
+    keeps its format; a ``table_format`` that disagrees with it is refused.
     """
-    return Landing(spark, source_options, target_table).run(on_stage=on_stage)
+    landing = Landing(spark, source_options, target_table, table_format=table_format)
+    return landing.run(on_stage=on_stage)

@@ -56,17 +56,21 @@ def land_continuously(
     stop: threading.Event | None = None,
     on_result: Callable[[LandingResult], None] | None = None,
     on_stage: StageCallback | None = None,
+    table_format: str | None = None,
 ) -> int:
     """Land ``source_options``' feed into ``target_table`` until ``stop`` is set; return
     the number of batches landed. Runs start ``poll`` seconds apart (default: the
     ``interval``), and a run that lands a batch starts no sooner than ``interval`` seconds
     after the previous one that did; see the module doc. ``on_result`` receives every
-    run's result, ``on_stage`` is :func:`land`'s. An error ends the loop and is raised;
-    every batch committed before it stays, and a new call continues from the table.
+    run's result; ``on_stage`` and ``table_format`` are :func:`land`'s. An error ends
+    the loop and is raised; every batch committed before it stays, and a new call
+    continues from the table.
     """
     poll = check_timing(interval, poll)
     stop = stop if stop is not None else threading.Event()
-    landing = Landing(spark, source_options, target_table, keep_connection=True)
+    landing = Landing(
+        spark, source_options, target_table, keep_connection=True, table_format=table_format
+    )
     batches, last_batch_start = 0, -math.inf
     try:
         while not stop.is_set():

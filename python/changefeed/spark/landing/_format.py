@@ -3,12 +3,13 @@
 Everything the landing knows about the format lives here:
 
 * the table: ``shard_id int, ulid binary, <key columns>, [payload struct], changefeed_batch
-  bigint`` (last), a managed parquet catalog table ``partitioned by (changefeed_batch)``
-  (11.1);
+  bigint`` (last), a managed parquet, Delta or Iceberg catalog table ``partitioned by
+  (changefeed_batch)`` (11.1);
 * the commit: one write = one batch ``N = 1 + max(changefeed_batch)`` of the committed
-  rows, written with ``insert overwrite`` in dynamic partition-overwrite mode, so the
-  partition registration is the commit point and a killed write re-run replaces its
-  unregistered directory (11.2);
+  rows. parquet: written with ``insert overwrite`` in dynamic partition-overwrite mode,
+  so the partition registration is the commit point and a killed write re-run replaces
+  its unregistered directory (11.2). Delta and Iceberg: appended in one transaction, so
+  a killed write leaves nothing to replace;
 * the heads: per shard ``max(ulid)`` over the committed rows, which is the feed's safe
   point and the landing's cursor (11.3, 11.6), read from the newest batches backwards
   until every shard is found, so a landing reads its newest batches, not the table;
@@ -28,27 +29,40 @@ from typing import Any
 
 from changefeed.spark.feedtable import (
     BATCH_COLUMN,
+    FORMATS,
     RESERVED_COLUMNS,
     committed_batches,
     newest_heads,
+    table_format,
 )
 from changefeed.spark.source import ChangefeedSourceError
 
 RESERVED = RESERVED_COLUMNS
 
 
+#: The session's own catalog; a table in another catalog (``iceberg.db.t``) is Iceberg's.
+SESSION_CATALOG = "spark_catalog"
+
+
 @dataclass(frozen=True)
 class TableName:
     database: str
     table: str
+    catalog: str | None = None
 
     @property
     def sql(self) -> str:
-        return f"{quote(self.database)}.{quote(self.table)}"
+        name = f"{quote(self.database)}.{quote(self.table)}"
+        return f"{quote(self.catalog)}.{name}" if self.catalog else name
 
     @property
     def text(self) -> str:
-        return f"{self.database}.{self.table}"
+        name = f"{self.database}.{self.table}"
+        return f"{self.catalog}.{name}" if self.catalog else name
+
+    @property
+    def in_session_catalog(self) -> bool:
+        return self.catalog is None or self.catalog.lower() == SESSION_CATALOG
 
 
 def quote(name: str) -> str:
@@ -56,15 +70,52 @@ def quote(name: str) -> str:
 
 
 def parse_table(spark: Any, name: str) -> TableName:
-    """``database.table`` or ``table`` (in the session's current database)."""
+    """``catalog.database.table``, ``database.table`` or ``table`` (in the session's
+    current database)."""
     parts = [p.strip().strip("`") for p in str(name).split(".")]
     if len(parts) == 1 and parts[0]:
         return TableName(spark.catalog.currentDatabase(), parts[0])
     if len(parts) == 2 and all(parts):
         return TableName(parts[0], parts[1])
+    if len(parts) == 3 and all(parts):
+        return TableName(parts[1], parts[2], parts[0])
     raise ChangefeedSourceError(
-        f"target table {name!r} must be written database.table (or table, in the current database)"
+        f"target table {name!r} must be written database.table, catalog.database.table "
+        "(e.g. iceberg.landing.orders) or table (in the current database)"
     )
+
+
+def choose_format(spark: Any, table: TableName, requested: str | None, exists: bool) -> str:
+    """The landed table's format: an existing table's own (``requested`` must agree), else
+    ``requested``, else Iceberg in a catalog other than the session's and parquet in it."""
+    if requested is not None and requested not in FORMATS:
+        raise ChangefeedSourceError(
+            f"table format {requested!r} is not one of {', '.join(FORMATS)}"
+        )
+    if exists:
+        try:
+            actual = table_format(spark, table.sql)
+        except ValueError as exc:
+            raise ChangefeedSourceError(f"cannot land into {table.text}: {exc}") from None
+        if requested is not None and requested != actual:
+            raise ChangefeedSourceError(
+                f"table {table.text} is a {actual} table, not {requested}: land into a new "
+                f"table, or leave the format out to keep landing into this one"
+            )
+        return actual
+    if not table.in_session_catalog:
+        if requested not in (None, "iceberg"):
+            raise ChangefeedSourceError(
+                f"table {table.text} is in catalog {table.catalog}, which holds Iceberg "
+                f"tables; a {requested} table goes in the session catalog (database.table)"
+            )
+        return "iceberg"
+    if requested == "iceberg":
+        raise ChangefeedSourceError(
+            f"an Iceberg table is named with its catalog (e.g. iceberg.{table.database}."
+            f"{table.table}); {table.text} would be in the session catalog"
+        )
+    return requested or "parquet"
 
 
 def feed_table_schema(source_schema: Any) -> Any:
@@ -120,12 +171,17 @@ def check_table(spark: Any, table: TableName, expected: Any) -> None:
         )
 
 
-def create_table(spark: Any, table: TableName, schema: Any) -> None:
-    """Create the empty feed table, first clearing debris of a killed earlier create (11.5)."""
-    spark.sql(f"create database if not exists {quote(table.database)}")
-    clear_orphan_location(spark, table)
+def create_table(spark: Any, table: TableName, schema: Any, fmt: str) -> None:
+    """Create the empty feed table in format ``fmt``, first clearing debris of a killed
+    earlier create in the session catalog's managed location (11.5)."""
+    namespace = quote(table.database)
+    if table.catalog:
+        namespace = f"{quote(table.catalog)}.{namespace}"
+    spark.sql(f"create database if not exists {namespace}")
+    if table.in_session_catalog:
+        clear_orphan_location(spark, table)
     columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
-    spark.sql(f"create table {table.sql} ({columns}) using parquet partitioned by ({BATCH_COLUMN})")
+    spark.sql(f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN})")
 
 
 def schema_location(spark: Any, database: str) -> str:
@@ -164,7 +220,7 @@ def _sql_string(text: str) -> str:
 
 
 def committed_heads(
-    spark: Any, table: TableName, shards: list[int]
+    spark: Any, table: TableName, shards: list[int], fmt: str
 ) -> tuple[dict[int, bytes], int]:
     """The heads of ``shards`` and the highest batch, from the
     committed partitions: their list in the metastore, then the newest batches backwards
@@ -173,19 +229,24 @@ def committed_heads(
     ``refresh table`` first, so partitions registered by another session are listed.
     """
     spark.sql(f"refresh table {table.sql}")
-    batches = committed_batches(spark, table.sql)
+    batches = committed_batches(spark, table.sql, fmt)
     return newest_heads(spark, table.sql, batches, shards), max(batches, default=0)
 
 
-def write_batch(frame: Any, table: TableName, batch: int) -> None:
-    """Commit ``frame`` as batch ``batch``: one new partition, registered at job commit.
+def write_batch(frame: Any, table: TableName, batch: int, fmt: str) -> None:
+    """Commit ``frame`` as batch ``batch``.
 
-    Dynamic partition overwrite replaces only ``changefeed_batch=<batch>``: the directory
-    a killed attempt of the same batch may have left (never registered) is replaced, and
-    no registered batch is touched (a new batch is always above every registered one).
+    parquet: one new partition, registered at job commit. Dynamic partition overwrite
+    replaces only ``changefeed_batch=<batch>``: the directory a killed attempt of the
+    same batch may have left (never registered) is replaced, and no registered batch is
+    touched (a new batch is always above every registered one). Delta and Iceberg: one
+    append transaction, which a kill leaves uncommitted, so there is nothing to replace.
     """
     from pyspark.sql import functions as F
 
+    if fmt != "parquet":
+        frame.withColumn(BATCH_COLUMN, F.lit(batch).cast("bigint")).write.insertInto(table.sql)
+        return
     spark = frame.sparkSession
     conf = "spark.sql.sources.partitionOverwriteMode"
     previous = spark.conf.get(conf, None)

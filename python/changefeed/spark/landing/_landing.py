@@ -78,6 +78,7 @@ class _Known:
     """What this landing's last commit left in the table (valid while it is the only writer)."""
 
     schema: Any
+    fmt: str
     cursors: dict[int, bytes]
     last_batch: int
     registered: dict[int, bytes]
@@ -87,7 +88,8 @@ class Landing:
     """Runs of one landing (``source_options`` into ``target_table``) in one Spark session.
 
     ``keep_connection``: hold one database connection across runs (continuous landing);
-    otherwise each run opens and closes its own. Call :meth:`close` at the end.
+    otherwise each run opens and closes its own. ``table_format``: see :func:`land`.
+    Call :meth:`close` at the end.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class Landing:
         target_table: str,
         *,
         keep_connection: bool = False,
+        table_format: str | None = None,
     ) -> None:
         self.spark = spark
         self.source_options = dict(source_options)
@@ -104,6 +107,7 @@ class Landing:
         self.table = _format.parse_table(spark, target_table)
         self.consumer = self.options.consumer or self.table.text
         self.keep_connection = keep_connection
+        self.table_format = table_format
         self._backend: Backend | None = None
         self._known: _Known | None = None
         _format.check_partition_management(spark)
@@ -141,13 +145,15 @@ class Landing:
         schema = _format.feed_table_schema(info.layout().spark_schema())
         listed = backend.shards(info) if options.shards is None else list(options.shards)
         if known is not None and known.schema == schema:
-            heads, last_batch = known.cursors, known.last_batch
+            heads, last_batch, fmt = known.cursors, known.last_batch, known.fmt
         elif _format.table_exists(self.spark, table):
+            fmt = _format.choose_format(self.spark, table, self.table_format, exists=True)
             _format.check_table(self.spark, table, schema)
-            heads, last_batch = _format.committed_heads(self.spark, table, listed)
+            heads, last_batch = _format.committed_heads(self.spark, table, listed, fmt)
             known = None
         else:
-            _format.create_table(self.spark, table, schema)
+            fmt = _format.choose_format(self.spark, table, self.table_format, exists=False)
+            _format.create_table(self.spark, table, schema, fmt)
             heads, last_batch, known = {}, 0, None
         shards = _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
@@ -175,7 +181,7 @@ class Landing:
         if not pending:
             if ends != registered:
                 self._register(backend, info, ends)
-            after = _Known(schema, ends, last_batch, ends)
+            after = _Known(schema, fmt, ends, last_batch, ends)
             return LandingResult(
                 table.text, None, 0, cursors, ends, time.monotonic() - started
             ), after
@@ -187,11 +193,11 @@ class Landing:
             arrow = _driver_read(backend, info, starts, stops, options.page_size)
         if arrow is not None:
             frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
-            _format.write_batch(frame, table, batch)
+            _format.write_batch(frame, table, batch, fmt)
             events = arrow.num_rows
         else:
             frame = _source_frame(self.spark, self.source_options, info, starts, stops)
-            _format.write_batch(frame, table, batch)
+            _format.write_batch(frame, table, batch, fmt)
             events = _format.count_batch(self.spark, table, batch)
         self._register(backend, info, ends)
         if on_stage is not None:
@@ -200,7 +206,7 @@ class Landing:
             table.text, batch if events else None, events, cursors, ends,
             time.monotonic() - started,
         )  # fmt: skip
-        return result, _Known(schema, ends, batch if events else last_batch, ends)
+        return result, _Known(schema, fmt, ends, batch if events else last_batch, ends)
 
     def _register(self, backend: Backend, info: SourceFeed, ends: Mapping[int, bytes]) -> None:
         """Register the landed position for retention, after the commit: every event up to
