@@ -85,8 +85,8 @@ def test_a_source_re_created_with_its_trigger_is_found_by_its_object_id(
     definition = scalar(conn, f"select object_definition(object_id({lit(trigger(feed))}, N'TR'));")
     feed.create_source(conn)
     run(conn, f"exec sp_executesql {lit(definition)};")
-    recorded = scalar(conn, f"select object_id({lit(source(feed))}, N'U');")
-    expect_capture_lost(conn, feed, f"{recorded} now")
+    re_created = scalar(conn, f"select object_id({lit(source(feed))}, N'U');")
+    expect_capture_lost(conn, feed, f"{re_created} now)")
     assert feed.setup(conn) == "repaired"
     assert feed.client.read_page(conn, 0).events == []
 
