@@ -99,6 +99,9 @@ def test_a_pending_write_shows_its_age(
         code, out, err = cli(capsys, "status", "--connection", pg_uri, "--feed", LOG, "--json")
         shard3 = next(s for s in json.loads(out)["shards"] if s["shard"] == 3)
         assert shard3["pending"] == 1 and shard3["oldest_pending_age_s"] >= 0.25
+        code, out, err = cli(capsys, "status", "--connection", pg_uri, "--feed", LOG)
+        (row,) = [line for line in out.splitlines() if line.startswith(LOG) and "(oldest " in line]
+        assert row.split()[2] == "3"
 
 
 def test_a_lost_capture_is_flagged_in_every_format(

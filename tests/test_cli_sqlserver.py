@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import datetime, timedelta
 from typing import Any
 
 import pymssql
@@ -25,6 +26,10 @@ NAMES = {k: f"{k}:shop.items" for k in (
     "shards", "retention", "consumer", "retain", "save_cursor", "forget_consumer")}  # fmt: skip
 
 
+#: When the scripted shard's oldest pending write started (server time, sysutcdatetime()).
+STARTED = datetime(2030, 1, 2, 3, 4, 5)
+
+
 def u(n: int) -> bytes:
     return (1 << 120 | n).to_bytes(16, "big")
 
@@ -38,9 +43,13 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FakeServer:
             (["mode", "keys", "names", "source_schema", "source_table"],
              [("outbox", json.dumps([["sku", "nvarchar(20)"]]), json.dumps(NAMES), "shop",
                "items")]))  # fmt: skip
+    fake.on(r"^select json_value\(options, N'\$\.capture'\) from \[changefeed\]\.\[feeds\]",
+            (["capture"], [(None,)]))  # fmt: skip
     fake.on(r"^exec \[changefeed\]\.\[shards:shop\.items\]$", (["shard_id"], [(0,)]))
     fake.on(r"safe_point:shop\.items\] @shard_id = 0$",
-            (["shard_id", "safe_point", "head", "pending"], [(0, u(5), u(6), 1)]))  # fmt: skip
+            (["shard_id", "safe_point", "head", "pending", "oldest_pending_started_at"],
+             [(0, u(5), u(6), 1, STARTED)]))  # fmt: skip
+    fake.on(r"^select sysutcdatetime\(\)$", (["now"], [(STARTED + timedelta(seconds=12.5),)]))
     fake.on(r"^select count_big\(\*\) from \[changefeed\]\.\[outbox:shop\.items\]",
             (["n"], [(3,)]))  # fmt: skip
     fake.on(r"^select shard_id, horizon from", (["shard_id", "horizon"], []))
@@ -66,21 +75,79 @@ def test_status_dispatches_to_sql_server(server: FakeServer, capsys: Any) -> Non
     assert [(s["feed"], s["shard"], s["pending"], s["outbox"]) for s in status["shards"]] == [
         ("shop.items", 0, 1, 3)
     ]
+    assert status["shards"][0]["oldest_pending_age_s"] == 12.5
     assert status["consumers"][0]["lag_events"] == 2
     window = f"where shard_id = 0 and ulid > 0x{u(3).hex()} and ulid <= 0x{u(5).hex()}"
     assert server.statements == [
         "select feed_id, mode from [changefeed].[feeds] order by feed_id",
         "select mode, keys, names, source_schema, source_table from [changefeed].[feeds] "
         "where feed_id = N'shop.items'",
+        "select json_value(options, N'$.capture') from [changefeed].[feeds] "
+        "where feed_id = N'shop.items'",
         "exec [changefeed].[shards:shop.items]",
         "exec [changefeed].[safe_point:shop.items] @shard_id = 0",
         "select count_big(*) from [changefeed].[outbox:shop.items] where shard_id = 0",
         "select shard_id, horizon from [changefeed].[retention:shop.items] where shard_id in (0)",
+        # the oldest pending write's age: safe_point's start time by the server's clock
+        "exec [changefeed].[safe_point:shop.items] @shard_id = 0",
+        "select sysutcdatetime()",
         "select consumer, shard_id, [cursor] from [changefeed].[consumer:shop.items] "
         "order by consumer, shard_id",
         f"select (select count_big(*) from [changefeed].[feed:shop.items] {window}), "
         f"(select top (1) ulid from [changefeed].[feed:shop.items] {window} order by ulid)",
     ]
+
+
+def test_status_shows_pending_writes_and_the_outbox_backlog(
+    server: FakeServer, capsys: Any
+) -> None:
+    """The human table, JSON and Prometheus output carry the pending writes with the
+    oldest one's age and the outbox backlog, under PostgreSQL's names; a user that may not
+    read the outbox (the reader role, error 229) gets no backlog rather than 0."""
+    code, out, err = cli(capsys, "status", "--connection", URI)
+    assert code == 0, err
+    header, row = out.splitlines()[:2]
+    assert header.split()[-2:] == ["PENDING", "OUTBOX"]
+    assert row.endswith("1 (oldest 12.5 s)       3")
+    code, out, err = cli(capsys, "status", "--connection", URI, "--format", "prometheus")
+    assert code == 0, err
+    labels = '{feed="shop.items",shard="0"}'
+    assert f"changefeed_pending_writes{labels} 1\n" in out
+    assert f"changefeed_oldest_pending_write_age_seconds{labels} 12.5\n" in out
+    assert f"changefeed_outbox_rows{labels} 3\n" in out
+    server.on(r"^select count_big\(\*\) from \[changefeed\]\.\[outbox:",
+              pymssql.OperationalError(229, b"The SELECT permission was denied"))  # fmt: skip
+    code, out, err = cli(capsys, "status", "--connection", URI, "--format", "prometheus")
+    assert code == 0, err
+    assert "changefeed_outbox_rows{" not in out
+    assert f"changefeed_oldest_pending_write_age_seconds{labels} 12.5\n" in out
+
+
+def test_status_asks_capture_check_whether_capture_is_lost(server: FakeServer, capsys: Any) -> None:
+    """A capture: trigger feed's capture_check (which read_feed calls at the head) refusing
+    with 51068 is PostgreSQL's CF011 in status: CAPTURE LOST, capture_lost, the metric. A
+    feed set up before capture_check (2812) or a user without EXECUTE (229) gives None."""
+    server.on(r"^select json_value\(options", (["capture"], [("trigger",)]))
+    lost = pymssql.OperationalError(
+        51068, b"changefeed: the source table [shop].[items] of the feed shop.items (capture: "
+        b"trigger) has lost its capture trigger")  # fmt: skip
+    server.on(r"^exec \[changefeed\]\.\[capture_check:shop\.items\]$", lost)
+    code, out, err = cli(capsys, "status", "--connection", URI)
+    assert code == 0, err
+    assert "CAPTURE LOST: shop.items (capture: trigger)" in out
+    code, out, err = cli(capsys, "status", "--connection", URI, "--json")
+    assert json.loads(out)["feeds"] == [
+        {"feed": "shop.items", "mode": "outbox", "capture": "trigger", "capture_lost": True}
+    ]
+    server.on(r"^exec \[changefeed\]\.\[capture_check:shop\.items\]$", ([], []))
+    code, out, err = cli(capsys, "status", "--connection", URI, "--format", "prometheus")
+    assert 'changefeed_capture_lost{feed="shop.items"} 0\n' in out
+    assert 'changefeed_feed_info{feed="shop.items",mode="outbox",capture="trigger"} 1' in out
+    for number in (2812, 229):
+        server.on(r"^exec \[changefeed\]\.\[capture_check:shop\.items\]$",
+                  pymssql.OperationalError(number, b"not there, or not yours"))  # fmt: skip
+        code, out, err = cli(capsys, "status", "--connection", URI, "--json")
+        assert json.loads(out)["feeds"][0]["capture_lost"] is None, number
 
 
 def test_barrier_dispatches_to_sql_server(server: FakeServer, capsys: Any) -> None:

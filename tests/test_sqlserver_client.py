@@ -20,6 +20,7 @@ from changefeed.client import (
     ZERO_ULID,
     Barrier,
     BarrierTimeout,
+    CaptureLost,
     ChangefeedError,
     FeedNotFound,
     FellBehindRetention,
@@ -163,6 +164,8 @@ def test_write_refuses_a_connection_in_a_transaction() -> None:
         (51002, b"changefeed: @shard_id must not be NULL", InvalidArgument),
         (51065, b"changefeed: read_feed needs @cursor, a ULID of 16 bytes", InvalidArgument),
         (51066, b"changefeed: a row ... is outside this write's shard", WriteOutsideBlock),
+        (51068, b"changefeed: the source table [shop].[items] of the feed shop.items "
+                b"(capture: trigger) has lost its capture trigger", CaptureLost),
         (51021, b"changefeed: could not take the outbox mover lock", ChangefeedError),
     ],
 )  # fmt: skip

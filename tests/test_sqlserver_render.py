@@ -731,7 +731,7 @@ def test_the_capture_trigger_refuses_writes_once_its_key_columns_changed(
     # setup with the registered config re-creates a trigger that is gone, disabled, or
     # baked for other key columns than the source has now
     repair = rendered["outbox_trigger"]["setup"]
-    repair = repair[repair.index("if @action = N'unchanged' and not exists (") :]
+    repair = repair[repair.index("if @action = N'unchanged' and (not exists (") :]
     repair = repair[: repair.index("set @action = N'repaired';")]
     assert "t.is_disabled = 0" in repair
     baked = "charindex(concat(N'if @key_columns <> N''', replace("
@@ -937,3 +937,83 @@ def test_a_blocking_writers_rows_must_lie_in_its_shard_and_block(
     upgrade = rendered["blocking_int"]["upgrade"]
     assert _body(upgrade, "create or alter trigger [changefeed].[guard:")
     assert "[guard:" not in rendered["outbox_int"]["setup"]
+
+
+def _capture_check(sql: str) -> str:
+    """capture_check's text as setup holds it, before the source's object_id is filled in."""
+    start = "N'create or alter procedure [changefeed].[capture_check:"
+    body = _body(sql, "declare @ddl nvarchar(max) = replace(N'create or alter procedure")
+    (template,) = [string_value(t.text) for t in tokens(body)
+                   if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
+    return template
+
+
+def test_readers_at_the_head_fail_when_the_capture_is_lost(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Protocol O6 (PostgreSQL's CF011): read_feed of a capture: trigger feed calls
+    capture_check at the head, before it looks at the outbox (a lost trigger leaves it
+    empty). capture_check runs as its owner, since the reader role may not see the source's
+    metadata; it refuses with 51068 a source whose trigger is gone or disabled, or whose
+    object_id is not the one setup wrote into its text (dropped and re-created), and lets a
+    missing source pass. Setup repairs a stale one; capture: none drops it; teardown too."""
+    q = "[changefeed].[capture_check:shop.order_lines]"
+    for section in ("setup", "upgrade"):
+        sql = rendered["outbox_trigger"][section]
+        check = _capture_check(sql)
+        assert all_problems(check, f"outbox_trigger/{section}: capture_check") == []
+        assert check.startswith(f"create or alter procedure {q}\nwith execute as owner\nas\n")
+        assert "@recorded int = null," in check  # replaced by setup, below
+        created = _body(sql, "declare @ddl nvarchar(max) = replace(N'create or alter procedure")
+        assert (
+            "N'@recorded int = null,', concat(N'@recorded int = ', "
+            "object_id(N'[shop].[order_lines]', N'U'), N','));\nexec sp_executesql @ddl;" in created
+        )
+        lookups = check[check.index("if @source is null") : check.index("throw 51068")]
+        assert "return;" in lookups  # a source that is gone loses no writes
+        assert (
+            "where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR')"
+            " and t.parent_id = @source;" in lookups
+        )
+        assert lookups.count("sys.") == 1  # one catalog seek besides the two object_id()
+        for cause in ("when @source <> @recorded", "when @disabled is null", "when @disabled = 1"):
+            assert cause in lookups
+        assert "of the feed shop.order_lines (capture: trigger)" in check
+        assert "changefeed.setup_feed" in check and "re-emit the changes" in check
+        read_feed = _body(sql, "create or alter procedure [changefeed].[read_feed:")
+        called = read_feed.index(f"if @rows < @page_size\n        exec {q};")
+        assert called < read_feed.index("-- At the head: move what has been committed")
+        # created before read_feed, which calls it; the reader may ask it directly (status)
+        read_feed_created = sql.index("[read_feed:shop.order_lines]\n")
+        assert sql.index(f"create or alter procedure {q}") < read_feed_created
+        assert f"grant execute on object::{q} to [changefeed_reader:shop.order_lines]" in sql
+    repair = rendered["outbox_trigger"]["setup"]
+    repair = repair[repair.index("-- A feed set up by a package without capture_check") :]
+    repair = repair[: repair.index("set @action = N'repaired';")]
+    assert f"object_id(N'{q}', N'P') is null\n    set @action = N'updated';" in repair
+    assert (
+        "isnull(charindex(concat(N'@recorded int = ', object_id(N'[shop].[order_lines]', N'U'),"
+        f" N','),\n        object_definition(object_id(N'{q}', N'P'))), 0) = 0)" in repair
+    )
+    # capture: none drops it; blocking feeds never call it; teardown drops it
+    assert (
+        "if object_id(N'[changefeed].[capture_check:shop.orders]', N'P') is not null\n"
+        "    exec sp_executesql N'drop procedure [changefeed].[capture_check:shop.orders]';"
+        in rendered["outbox_int"]["setup"]
+    )
+    for case in ("outbox_int", "blocking_int"):
+        assert "exec [changefeed].[capture_check:" not in rendered[case]["setup"]
+        assert "51068" not in rendered[case]["setup"]
+    assert f"drop procedure {q};" in rendered["outbox_trigger"]["teardown"]
+
+
+def test_the_client_names_capture_check_as_setup_does(rendered: dict[str, dict[str, Any]]) -> None:
+    """capture_check is not in the registry's names: changefeed status derives its name by
+    the same shortening rule, checked here against the rendered names, long ones too."""
+    from changefeed.client.sqlserver import object_name
+
+    cases = [c for c in matrix.CASES if "capture_check" in rendered[c]["names"]]
+    assert "outbox_trigger_long_names" in cases
+    for case in cases:
+        feed_id = matrix.CASES[case]["feed_id"]
+        assert object_name("capture_check", feed_id) == rendered[case]["names"]["capture_check"]

@@ -93,6 +93,15 @@
   {%- if mode is none or capture == 'trigger' -%}
     {%- do n.update({'capture': trigger}) -%}
   {%- endif -%}
+  {#- capture_check:<feed>, the procedure read_feed calls at the head to find a lost capture
+      trigger (protocol O6; outbox.sql). Not registered, as the trigger: it comes and goes
+      with capture: trigger, and capture: none drops it. -#}
+  {%- if mode in [none, 'outbox'] -%}
+    {%- set check_raw = changefeed._feed_object_name(spec, 'capture_check', 128, 'utf16') -%}
+    {%- do n.update({'capture_check': {'name': check_raw, 'class': 'procedure',
+        'sql': schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(check_raw),
+        'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(check_raw))}}) -%}
+  {%- endif -%}
   {#- guard:<feed>, the blocking feed table's insert trigger (writer.sql). In the changefeed
       schema with its table; not registered either: it comes and goes with the feed table,
       and setup and upgrade create or alter it every time. -#}

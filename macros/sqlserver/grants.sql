@@ -33,6 +33,11 @@
       'grant execute on object::' ~ n.forget_consumer.sql,
       'grant execute on type::' ~ n.read_type.sql,
   ] -%}
+  {#- read_feed reaches capture_check by ownership chaining; granted too, so that a reader
+      (changefeed status) can ask whether capture is lost. -#}
+  {%- if c.capture == 'trigger' -%}
+    {%- do reader.append('grant execute on object::' ~ n.capture_check.sql) -%}
+  {%- endif -%}
   {%- set statements = [] -%}
   {#- Through sp_executesql too, so that each resolves its object when it runs, after the
       creates earlier in the same batch. -#}

@@ -310,3 +310,78 @@ end;
   {{ return('insert into ' ~ (target or c.n.outbox.sql) ~ ' (shard_id, ' ~ c.key_names | join(', ') ~ ')\n    '
             ~ selects | join('\n    union\n    ')) }}
 {% endmacro %}
+
+
+{#-
+  [capture_check:<feed>] (capture: trigger; protocol O6): fails with 51068 when the source
+  table lost its capture trigger, has it disabled, or is not the table setup saw (dropped
+  and re-created: another object_id). read_feed calls it at the head, where PostgreSQL's
+  move_outbox raises CF011, so that a source whose writes are no longer captured stops the
+  readers instead of going silent. It runs as its owner (the changefeed schema's, dbo):
+  catalog views and object_id() show a caller only what it has permissions on, and the
+  reader role has none on the source table; ownership chaining from read_feed (same
+  owner) covers the EXECUTE, not the metadata. A source that does not exist has no writes
+  to lose (as on PostgreSQL). Cost: two object_id() lookups and one seek in sys.triggers.
+  The source's object_id at setup is written into the text (`@recorded int = null`
+  replaced, _sqlserver_capture_check_statements); setup finds a stale one and repairs.
+-#}
+{% macro _sqlserver_routine_capture_check(c) -%}
+{%- set lit = changefeed._sqlserver_literal -%}
+{%- set fix = "; its writes since then are not in the feed. Run dbt run-operation changefeed.setup_feed with the feed's config to re-create the trigger, then re-emit the changes made meanwhile (for example update the affected rows)" -%}
+create or alter procedure {{ c.n.capture_check.sql }}
+with execute as owner
+as
+begin
+    -- changefeed protocol {{ c.version }} (docs/protocol.md O6)
+    set nocount on;
+    declare
+        @recorded int = null,
+        @source int = object_id({{ c.source_lit }}, N'U'),
+        @disabled bit,
+        @cause nvarchar(400);
+    if @source is null
+        return;
+    select @disabled = t.is_disabled
+    from sys.triggers as t
+    where t.object_id = object_id({{ c.capture_trigger.lit }}, N'TR') and t.parent_id = @source;
+    set @cause = case
+        when @source <> @recorded
+            then concat(N'was dropped and re-created (object_id ', @recorded, N' at setup, ', @source, N' now)')
+        when @disabled is null then {{ lit('has lost its capture trigger ' ~ c.capture_trigger.sql) }}
+        when @disabled = 1 then {{ lit('has its capture trigger ' ~ c.capture_trigger.sql ~ ' disabled') }}
+    end;
+    if @cause is not null
+    begin
+        declare @msg nvarchar(2048) = concat(
+            {{ lit('changefeed: the source table ' ~ c.source_sql ~ ' of the feed ' ~ c.feed_id ~ ' (capture: trigger) ') }},
+            @cause, {{ lit(fix) }});
+        throw 51068, @msg, 1;
+    end;
+end
+{%- endmacro %}
+
+
+{#- Create capture_check with the source's object_id as it is now (capture: trigger), or drop
+    it (capture: none, outbox mode). In an sp_executesql of its own, with its own variable. -#}
+{% macro _sqlserver_capture_check_statements(c) %}
+  {%- set lit = changefeed._sqlserver_literal -%}
+  {%- if c.capture == 'trigger' -%}
+    {%- set sql -%}
+declare @ddl nvarchar(max) = replace({{ lit(changefeed._sqlserver_routine_capture_check(c)) }},
+    N'@recorded int = null,', {{ changefeed._sqlserver_capture_check_recorded(c) }});
+exec sp_executesql @ddl;
+    {%- endset -%}
+    {{ return([changefeed._sqlserver_exec(sql)]) }}
+  {%- elif c.mode == 'outbox' -%}
+    {{ return(['if object_id(' ~ c.n.capture_check.lit ~ ', N\'P\') is not null\n    '
+        ~ changefeed._sqlserver_exec('drop procedure ' ~ c.n.capture_check.sql)]) }}
+  {%- endif -%}
+  {{ return([]) }}
+{% endmacro %}
+
+
+{#- T-SQL expression: capture_check's declaration of the source's object_id as it is now;
+    setup compares it with the procedure's text to find a re-created source. -#}
+{% macro _sqlserver_capture_check_recorded(c) %}
+  {{ return("concat(N'@recorded int = ', object_id(" ~ c.source_lit ~ ", N'U'), N',')") }}
+{% endmacro %}

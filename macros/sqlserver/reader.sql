@@ -76,6 +76,14 @@ begin
     {{ changefeed._sqlserver_sql_read_page(c, 4) }}
 {%- if c.mode == 'outbox' %}
 
+{%- if c.capture == 'trigger' %}
+
+    -- At the head a source that lost its capture trigger fails the read (51068, protocol
+    -- O6) before an empty outbox could pass for no writes.
+    if @rows < @page_size
+        exec {{ n.capture_check.sql }};
+{%- endif %}
+
     -- At the head: move what has been committed to the outbox, then read again.
     if @rows < @page_size
         and exists (

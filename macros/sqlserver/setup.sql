@@ -108,12 +108,19 @@ else if convert(varbinary(max), @options) = convert(varbinary(max), {{ lit(c.opt
 else
     set @action = N'updated';
 {%- if c.capture == 'trigger' %}
+-- A feed set up by a package without capture_check gets it ('updated', as retention).
+if @action = N'unchanged' and object_id({{ c.n.capture_check.lit }}, N'P') is null
+    set @action = N'updated';
 -- A table that dbt rebuilt has lost its capture trigger, a disabled one captures nothing,
--- and one whose key columns changed refuses every write (51067): re-create it.
-if @action = N'unchanged' and not exists (
+-- one whose key columns changed refuses every write (51067), and a re-created one (whose
+-- script may have re-created the trigger too) has another object_id than capture_check
+-- recorded, so readers fail (51068): re-create them.
+if @action = N'unchanged' and (not exists (
     select 1 from sys.triggers as t
     where t.object_id = object_id({{ c.capture_trigger.lit }}, N'TR') and t.is_disabled = 0
         and charindex({{ changefeed._sqlserver_capture_key_columns_baked(c) }}, object_definition(t.object_id)) > 0)
+    or isnull(charindex({{ changefeed._sqlserver_capture_check_recorded(c) }},
+        object_definition(object_id({{ c.n.capture_check.lit }}, N'P'))), 0) = 0)
     set @action = N'repaired';
 {%- endif %}
   {%- endset -%}
@@ -251,5 +258,6 @@ select @action as action;
   {%- for body in bodies -%}
     {%- do statements.append(changefeed._sqlserver_exec(body)) -%}
   {%- endfor -%}
-  {{ return(statements + changefeed._sqlserver_capture_statements(c)) }}
+  {#- capture_check before read_feed, which calls it. -#}
+  {{ return(changefeed._sqlserver_capture_check_statements(c) + statements + changefeed._sqlserver_capture_statements(c)) }}
 {% endmacro %}

@@ -33,7 +33,7 @@
       c, title, 'declare @rc int, @found int = 0, @member nvarchar(128), @sql nvarchar(max);')) -%}
   {%- do out.append(changefeed._sqlserver_sql_same_source(c)) -%}
   {#- The capture trigger first: it writes into the outbox. -#}
-  {%- set drops = [('trigger', n.capture)] -%}
+  {%- set drops = [('trigger', n.capture), ('procedure', n.capture_check)] -%}
   {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',
                   'lock', 'update_state', 'release', 'feed_write_lock', 'retain', 'save_cursor',
                   'forget_consumer'] -%}

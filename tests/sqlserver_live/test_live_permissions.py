@@ -4,26 +4,21 @@ with EXECUTE AS USER."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support.sqlserver_live import LiveFeed, Server, expect_error, lit, q, run
+from tests.support.sqlserver_live import (
+    LiveFeed,
+    Server,
+    acting_as,
+    expect_error,
+    lit,
+    q,
+    run,
+)
 
 DENIED = 229  # "The ... permission was denied on the object ..."
-
-
-@contextlib.contextmanager
-def acting_as(mssql: Server, user: str) -> Iterator[Any]:
-    with mssql.connection() as c:
-        run(c, f"execute as user = {lit(user)};")
-        try:
-            yield c
-        finally:
-            run(c, "if @@trancount > 0 rollback;")
-            run(c, "revert;")
 
 
 def _users(conn: Any, feed: LiveFeed, prefix: str) -> dict[str, str]:

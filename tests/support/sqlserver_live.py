@@ -150,6 +150,27 @@ def error_of(exc: BaseException) -> tuple[int | None, str]:
     return number, message
 
 
+@contextlib.contextmanager
+def acting_as(mssql: Server, user: str) -> Iterator[Any]:
+    """A connection acting (EXECUTE AS USER) as the database user ``user``."""
+    with mssql.connection() as c:
+        run(c, f"execute as user = {lit(user)};")
+        try:
+            yield c
+        finally:
+            run(c, "if @@trancount > 0 rollback;")
+            run(c, "revert;")
+
+
+def member_of(mssql: Server, admin: Any, role: str, user: str) -> Any:
+    """:func:`acting_as` ``user``, a user without login that the ``admin`` connection
+    creates if missing and adds to the quoted ``role``."""
+    missing = f"if database_principal_id({lit(user)}) is null"
+    run(admin, f"{missing} create user {q(user)} without login;")
+    run(admin, f"alter role {role} add member {q(user)};")
+    return acting_as(mssql, user)
+
+
 def expect_error(conn: Any, sql: str, *, number: int | None = None, text: str = "") -> str:
     """Run ``sql``, which must fail with error ``number`` and a message containing ``text``."""
     import pymssql

@@ -115,10 +115,12 @@ class Database:
         """The feed's capture (``trigger`` or ``none``) and, with ``capture: trigger``,
         whether its source lost its triggers: the test ``move_outbox`` raises CF011 for
         (the source table exists and fewer than its four triggers are there and enabled).
-        ``None`` on SQL Server, whose CLI calls do not read the triggers."""
-        if self.dialect == "sqlserver":
-            return "unknown", None
+        On SQL Server what ``capture_check`` (which ``read_feed`` calls) says, 51068."""
         info = client.info(self.conn)
+        if self.dialect == "sqlserver":
+            from changefeed.client import sqlserver as mssql
+
+            return mssql.capture_state(self.conn, info)
         kinds = ("capture_insert", "capture_update", "capture_delete", "capture_truncate")
         row = self.conn.execute(
             f"""select f.options ->> 'capture',
@@ -140,12 +142,15 @@ class Database:
     def oldest_pending_age(self, client: Any, shard: int) -> float | None:
         """Seconds since the shard's oldest pending write started (0.0 when none), by the
         database's clock; ``None`` where the user may not read the session table (the
-        reader role) and on SQL Server."""
+        reader role on PostgreSQL; on SQL Server ``safe_point`` reports it, which the
+        reader role may call)."""
+        info = client.info(self.conn)
         if self.dialect == "sqlserver":
-            return None
+            from changefeed.client import sqlserver as mssql
+
+            return mssql.oldest_pending_age(self.conn, info, shard)
         import psycopg
 
-        info = client.info(self.conn)
         try:
             row = self.conn.execute(
                 "select coalesce(extract(epoch from pg_catalog.clock_timestamp() "

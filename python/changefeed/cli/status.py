@@ -62,7 +62,7 @@ class ShardStatus:
     pending: int
     outbox: int | None
     oldest_pending_age_s: float | None = None
-    """None where the user may not read the session table (or on SQL Server)."""
+    """None where the user may not read the session table (PostgreSQL's reader role)."""
     retention_horizon: str | None = None
     """The newest ULID retention removed from the shard (readers below it fail)."""
     head_unix: float | None = None
@@ -386,7 +386,7 @@ def render(
                 s.head or "(empty)",
                 s.head_time or "-",
                 safe,
-                str(s.pending),
+                _pending(s),
                 "-" if s.outbox is None else str(s.outbox),
             ]
         )
@@ -408,6 +408,13 @@ def render(
         out.append("")
         out.extend(warnings)
     return "\n".join(out)
+
+
+def _pending(shard: ShardStatus) -> str:
+    """Pending writes, with the oldest one's age when there are some and it is known."""
+    if not shard.pending or shard.oldest_pending_age_s is None:
+        return str(shard.pending)
+    return f"{shard.pending} (oldest {shard.oldest_pending_age_s:.1f} s)"
 
 
 def capture_lost_warning(feed: FeedStatus) -> str:

@@ -19,6 +19,7 @@ which their committed work would otherwise depend on the caller's commit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import urllib.parse
 import uuid
@@ -32,6 +33,7 @@ from changefeed.client import _checks
 from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_mssql, redact
 from changefeed.client.errors import (
     CannotConnect,
+    CaptureLost,
     ChangefeedError,
     FeedNotFound,
     FellBehindRetention,
@@ -291,6 +293,81 @@ def outbox_rows(conn: Any, info: FeedInfo, shard: int) -> int | None:
     return int(rows[0][0])
 
 
+def oldest_pending_age(conn: Any, info: FeedInfo, shard: int) -> float:
+    """Seconds since the shard's oldest pending write started (0.0 when none), by the
+    server's clock: ``safe_point``'s ``oldest_pending_started_at`` (a ``sysutcdatetime()``
+    of the lock call) against ``sysutcdatetime()``. The reader role may run both, unlike
+    a select on the session table."""
+    names, rows = execute(conn, f"exec {_object(info, 'safe_point')} @shard_id = %s", (shard,))
+    if not rows:
+        return 0.0
+    started = dict(zip([n.lower() for n in names], rows[0], strict=True)).get(
+        "oldest_pending_started_at"
+    )
+    if started is None:
+        return 0.0
+    _, now = execute(conn, "select sysutcdatetime()")
+    age: float = (now[0][0] - started).total_seconds()
+    return round(max(0.0, age), 3)
+
+
+#: SQL Server's name limit in UTF-16 code units (protocol section 9).
+_NAME_LIMIT = 128
+
+
+def object_name(kind: str, feed_id: str) -> str:
+    """The name of the feed's object of ``kind`` as setup gives it: ``kind:feed_id``, or
+    when longer than 128 UTF-16 code units ``kind:`` + the longest prefix that fits + ``~``
+    + the first 8 hex digits of md5(feed_id) (_feed_object_name in macros/_feed/spec.sql).
+    For the objects the registry's ``names`` leave out (``capture_check``).
+
+    >>> object_name("capture_check", "shop.items")
+    'capture_check:shop.items'
+    >>> name = object_name("capture_check", "s." + "t" * 200)
+    >>> len(name), name[-9:]
+    (128, '~b098092e')
+    """
+    full = f"{kind}:{feed_id}"
+    if len(full.encode("utf-16-le")) // 2 <= _NAME_LIMIT:
+        return full
+    suffix = "~" + hashlib.md5(feed_id.encode("utf-8")).hexdigest()[:8]
+    budget = _NAME_LIMIT - len(f"{kind}:{suffix}".encode("utf-16-le")) // 2
+    prefix = feed_id.encode("utf-16-le")[: budget * 2].decode("utf-16-le", "ignore")
+    return f"{kind}:{prefix}{suffix}"
+
+
+#: capture_check's refusal (docs/sqlserver.md, Error numbers): PostgreSQL's CF011.
+CAPTURE_LOST = 51068
+_NO_PROCEDURE = 2812
+
+
+def capture_state(conn: Any, info: FeedInfo) -> tuple[str, bool | None]:
+    """The feed's capture (``trigger`` or ``none``, from the registry) and, with ``capture:
+    trigger``, whether its source lost its trigger, has it disabled or was re-created: what
+    ``capture_check`` (which ``read_feed`` calls at the head) refuses with 51068. ``None``
+    where it cannot be asked: a feed set up before capture_check existed (error 2812; run
+    ``upgrade_feed``) or a user without EXECUTE on it (229; the reader role has it)."""
+    _, rows = execute(
+        conn,
+        f"select json_value(options, N'$.capture') from {quote_mssql(info.schema)}.[feeds] "
+        "where feed_id = %s",
+        (info.feed_id,),
+    )
+    if not rows or rows[0][0] != "trigger":
+        return "none", None
+    check = f"{quote_mssql(info.schema)}.{quote_mssql(object_name('capture_check', info.feed_id))}"
+    try:
+        execute(conn, f"exec {check}")
+    except Exception as exc:
+        number = error_number(exc)
+        if number == CAPTURE_LOST:
+            return "trigger", True
+        if number in (_NO_PROCEDURE, _PERMISSION_DENIED):
+            return "trigger", None
+        raise
+    return "trigger", False
+
+
 def read_feed(conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int) -> list[Row]:
     """One page of ``read_feed`` after ``cursor`` as ``(shard, ulid, *keys)``, in ULID order.
 
@@ -455,6 +532,7 @@ _BY_NUMBER: dict[int, type[ChangefeedError]] = {
     51013: LockBurned,
     51062: FellBehindRetention, 51063: InvalidArgument, 51065: InvalidArgument,
     51066: WriteOutsideBlock,
+    51068: CaptureLost,
     51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
     51055: SetupConflict, 51059: SetupConflict,
     51056: FeedNotFound,

@@ -38,6 +38,12 @@ begin
     drop trigger [shop].[capture:changefeed.shop.orders];
 end;
 
+if object_id(N'[changefeed].[capture_check:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[capture_check:shop.orders];
+end;
+
 if object_id(N'[changefeed].[read_feed:shop.orders]') is not null
 begin
     set @found = 1;

@@ -103,12 +103,19 @@ else if convert(varbinary(max), @options) = convert(varbinary(max), N'{"block_bi
     set @action = N'unchanged';
 else
     set @action = N'updated';
+-- A feed set up by a package without capture_check gets it ('updated', as retention).
+if @action = N'unchanged' and object_id(N'[changefeed].[capture_check:shop.order_lines]', N'P') is null
+    set @action = N'updated';
 -- A table that dbt rebuilt has lost its capture trigger, a disabled one captures nothing,
--- and one whose key columns changed refuses every write (51067): re-create it.
-if @action = N'unchanged' and not exists (
+-- one whose key columns changed refuses every write (51067), and a re-created one (whose
+-- script may have re-created the trigger too) has another object_id than capture_check
+-- recorded, so readers fail (51068): re-create them.
+if @action = N'unchanged' and (not exists (
     select 1 from sys.triggers as t
     where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') and t.is_disabled = 0
         and charindex(concat(N'if @key_columns <> N''', replace(concat(N'[tenant_id] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'tenant_id'), N'missing'), N'; [sku] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'sku'), N'missing'), N'; [version] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'version'), N'missing')), N'''', N''''''), N''''), object_definition(t.object_id)) > 0)
+    or isnull(charindex(concat(N'@recorded int = ', object_id(N'[shop].[order_lines]', N'U'), N','),
+        object_definition(object_id(N'[changefeed].[capture_check:shop.order_lines]', N'P'))), 0) = 0)
     set @action = N'repaired';
 
 if @action = N'created'
@@ -152,7 +159,8 @@ begin
         (N'"df:outbox.time_hint:shop.order_lines"'),
         (N'"ck:outbox.time_hint:shop.order_lines"'),
         (N'"ix:outbox.txid:shop.order_lines"'),
-        (N'"capture:changefeed.shop.order_lines"')
+        (N'"capture:changefeed.shop.order_lines"'),
+        (N'"capture_check:shop.order_lines"')
         ) as n (needle)
     where f.feed_id <> N'shop.order_lines' and charindex(n.needle, f.names) > 0;
     if @taken is not null
@@ -199,7 +207,8 @@ begin
         (N'[changefeed].[df:outbox.txid:shop.order_lines]', object_id(N'[changefeed].[df:outbox.txid:shop.order_lines]')),
         (N'[changefeed].[df:outbox.time_hint:shop.order_lines]', object_id(N'[changefeed].[df:outbox.time_hint:shop.order_lines]')),
         (N'[changefeed].[ck:outbox.time_hint:shop.order_lines]', object_id(N'[changefeed].[ck:outbox.time_hint:shop.order_lines]')),
-        (N'[shop].[capture:changefeed.shop.order_lines]', object_id(N'[shop].[capture:changefeed.shop.order_lines]'))
+        (N'[shop].[capture:changefeed.shop.order_lines]', object_id(N'[shop].[capture:changefeed.shop.order_lines]')),
+        (N'[changefeed].[capture_check:shop.order_lines]', object_id(N'[changefeed].[capture_check:shop.order_lines]'))
         ) as v (object_name, id)
     where v.id is not null;
     if @taken is not null
@@ -347,6 +356,38 @@ if object_id(N'[changefeed].[consumer:shop.order_lines]', N'U') is null
 )';
 exec sp_executesql N'grant select on object::[changefeed].[retention:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'declare @ddl nvarchar(max) = replace(N''create or alter procedure [changefeed].[capture_check:shop.order_lines]
+with execute as owner
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md O6)
+    set nocount on;
+    declare
+        @recorded int = null,
+        @source int = object_id(N''''[shop].[order_lines]'''', N''''U''''),
+        @disabled bit,
+        @cause nvarchar(400);
+    if @source is null
+        return;
+    select @disabled = t.is_disabled
+    from sys.triggers as t
+    where t.object_id = object_id(N''''[shop].[capture:changefeed.shop.order_lines]'''', N''''TR'''') and t.parent_id = @source;
+    set @cause = case
+        when @source <> @recorded
+            then concat(N''''was dropped and re-created (object_id '''', @recorded, N'''' at setup, '''', @source, N'''' now)'''')
+        when @disabled is null then N''''has lost its capture trigger [shop].[capture:changefeed.shop.order_lines]''''
+        when @disabled = 1 then N''''has its capture trigger [shop].[capture:changefeed.shop.order_lines] disabled''''
+    end;
+    if @cause is not null
+    begin
+        declare @msg nvarchar(2048) = concat(
+            N''''changefeed: the source table [shop].[order_lines] of the feed shop.order_lines (capture: trigger) '''',
+            @cause, N''''; its writes since then are not in the feed. Run dbt run-operation changefeed.setup_feed with the feed''''''''s config to re-create the trigger, then re-emit the changes made meanwhile (for example update the affected rows)'''');
+        throw 51068, @msg, 1;
+    end;
+end'',
+    N''@recorded int = null,'', concat(N''@recorded int = '', object_id(N''[shop].[order_lines]'', N''U''), N'',''));
+exec sp_executesql @ddl;';
 exec sp_executesql N'create or alter procedure [changefeed].[feed_write_lock:shop.order_lines]
     @shard_id int,
     @lock_timeout int = -1,
@@ -476,6 +517,11 @@ begin
     where f.shard_id = @shard_id and f.ulid > @after and f.ulid <= @safe_point
     order by f.ulid;
     set @rows = @@rowcount;
+
+    -- At the head a source that lost its capture trigger fails the read (51068, protocol
+    -- O6) before an empty outbox could pass for no writes.
+    if @rows < @page_size
+        exec [changefeed].[capture_check:shop.order_lines];
 
     -- At the head: move what has been committed to the outbox, then read again.
     if @rows < @page_size
@@ -1274,6 +1320,7 @@ exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_li
 exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[capture_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 end;
 
 if @action = N'created'

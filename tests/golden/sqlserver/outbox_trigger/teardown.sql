@@ -38,6 +38,12 @@ begin
     drop trigger [shop].[capture:changefeed.shop.order_lines];
 end;
 
+if object_id(N'[changefeed].[capture_check:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[capture_check:shop.order_lines];
+end;
+
 if object_id(N'[changefeed].[read_feed:shop.order_lines]') is not null
 begin
     set @found = 1;
