@@ -7,9 +7,14 @@ How fast they land is measured by benchmarks/landing_latency.py, never asserted 
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +25,13 @@ from changefeed.spark.landing import (
     ChangefeedSourceError,
     _landing,
     check_timing,
+    land,
     land_continuously,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
+
+REPO = Path(__file__).resolve().parents[1]
 
 SHARDS = (0, 1, 2)
 
@@ -60,6 +68,24 @@ def _start(
     thread = threading.Thread(target=body, daemon=True)
     thread.start()
     return thread
+
+
+def _finish(
+    spark: Any, uri: str, feed: str, table: str, written: threading.Event,
+    stop: threading.Event, thread: threading.Thread, errors: list[BaseException],
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    """Once the writes ended, let the landing catch up, stop it; return the feed's events."""
+    assert written.wait(timeout=600)
+    expected = kit.feed_rows(uri, feed)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not errors:
+        if spark.sql(f"select count(*) from {table}").first()[0] >= len(expected):
+            break
+        time.sleep(0.2)
+    stop.set()
+    thread.join(timeout=120)
+    assert not errors, errors
+    return expected
 
 
 def test_continuous_landing_dies_twice_and_keeps_every_event_once(
@@ -100,16 +126,7 @@ def test_continuous_landing_dies_twice_and_keeps_every_event_once(
 
     stop, errors = threading.Event(), []
     thread = _start(spark, options, table, stop, stage_hook(None), errors)
-    assert written.wait(timeout=600)
-    expected = kit.feed_rows(pg_uri, feed)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not errors:
-        if spark.sql(f"select count(*) from {table}").first()[0] >= len(expected):
-            break
-        time.sleep(0.2)
-    stop.set()
-    thread.join(timeout=120)
-    assert not errors, errors
+    expected = _finish(spark, pg_uri, feed, table, written, stop, thread, errors)
 
     landed = spark.sql(f"select shard_id, ulid, id, payload, {BATCH_COLUMN} from {table}").collect()
     assert sorted((r[0], bytes(r[1]), r[2]) for r in landed) == expected  # no loss, no duplicate
@@ -126,6 +143,117 @@ def test_continuous_landing_dies_twice_and_keeps_every_event_once(
                 ulids.setdefault(r[4], []).append(bytes(r[1]))
         ranges = [(min(ulids[b]), max(ulids[b])) for b in sorted(ulids)]
         assert all(a[1] < b[0] for a, b in itertools.pairwise(ranges)), shard
+
+
+def _command(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``changefeed land`` in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "changefeed.cli", "land", *argv], capture_output=True, text=True,
+        timeout=300, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+    )  # fmt: skip
+
+
+def test_a_second_landing_of_a_table_is_refused_and_no_event_lands_twice(
+    spark: Any, pg_uri: str, dbt: Any, tmp_path: Path
+) -> None:
+    """Protocol 11 F4, enforced: while a continuous landing runs (writes going on), a
+    second landing of its table, as a ``changefeed land`` process and in this process,
+    fails at once with one line naming the table, the holder and the fix; the table ends
+    with every event exactly once. Then the table's recorded feed: another feed (or the
+    same feed of another database) is refused, and a table that records none (landed by an
+    earlier version) gets it on its next landing."""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    table = "landing_continuous.single_writer"
+    options = kit.options(pg_uri, feed)
+    enough, written = threading.Event(), threading.Event()
+    threading.Thread(target=_writer, args=(pg_uri, feed, enough, written), daemon=True).start()
+    committed = threading.Event()
+
+    def on_stage(at: str, details: Mapping[str, Any]) -> None:
+        if at == "committed":
+            committed.set()
+
+    stop, errors = threading.Event(), []
+    thread = _start(spark, options, table, stop, on_stage, errors)
+    assert committed.wait(timeout=300), errors
+    started = time.monotonic()
+    second = _command("--connection", pg_uri, "--feed", feed, "--table", table, cwd=tmp_path)
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 1 and len(lines) == 1, second.stderr[-3000:]
+    assert lines[0].startswith(f"changefeed land: error: table {table} is being landed by "
+                               "another landing, session pid "), lines  # fmt: skip
+    assert "application changefeed-spark" in lines[0]
+    assert "stop that landing or wait for it to end" in lines[0]
+    assert time.monotonic() - started < 60  # before any Spark start
+    with pytest.raises(ChangefeedSourceError, match=f"table {table} is being landed by "):
+        land(spark, options, table)
+    enough.set()
+    expected = _finish(spark, pg_uri, feed, table, written, stop, thread, errors)
+    twice = spark.sql(f"select shard_id, ulid from {table} group by shard_id, ulid "
+                      "having count(*) > 1").collect()  # fmt: skip
+    assert twice == []
+    assert kit.rows_of(spark.table(table), "shard_id", "ulid", "id") == expected
+
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    source = properties["changefeed.source"]
+    assert properties["changefeed.feed"] == feed
+    assert source.startswith("postgresql:") and source.endswith("/changefeed")
+    spark.sql(f"alter table {table} set tblproperties ('changefeed.feed' = 'shop.other')")
+    with pytest.raises(ChangefeedSourceError) as other:
+        land(spark, options, table)
+    assert str(other.value) == (
+        f"table {table} holds feed shop.other of {source}, not feed {feed} of {source}: "
+        f"land into another table, or drop {table} and land it again"
+    )
+    spark.sql(f"alter table {table} set tblproperties ('changefeed.feed' = '{feed}', "
+              "'changefeed.source' = 'postgresql:1/elsewhere/changefeed')")  # fmt: skip
+    with pytest.raises(ChangefeedSourceError, match="if the database was restored or moved, "
+                       f"keep the table with: alter table {table} set tblproperties"):  # fmt: skip
+        land(spark, options, table)
+    spark.sql(f"alter table {table} unset tblproperties ('changefeed.feed', 'changefeed.source')")
+    assert land(spark, options, table).batch is None  # nothing new: no duplicate either
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    assert (properties["changefeed.feed"], properties["changefeed.source"]) == (feed, source)
+
+
+_HOLD = """
+import sys, time
+from changefeed.spark.landing import _landing
+options = _landing._landing_options({"connection": sys.argv[1], "feed": sys.argv[2]})
+backend = _landing._locked_backend(options, sys.argv[3])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_landing_leaves_the_table_to_the_next(spark: Any, pg_uri: str, dbt: Any) -> None:
+    """A process holding a table's writer lock as a landing does (its connection) is
+    SIGKILLed: PostgreSQL ends its session, and the next landing proceeds at once.
+    (tests/test_landing.py's kill test kills real landings mid-write, then re-runs them.)"""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 5, 5)
+    table, options = "landing_continuous.killed_holder", kit.options(pg_uri, feed)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, pg_uri, feed, table], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        with pytest.raises(ChangefeedSourceError, match=r"session pid \d+ "):
+            land(spark, options, table)
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while True:  # the server notices the closed socket within moments
+        try:
+            result = land(spark, options, table)
+            break
+        except ChangefeedSourceError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    assert (result.batch, result.events) == (1, 5)
 
 
 @pytest.mark.parametrize(

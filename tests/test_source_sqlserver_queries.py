@@ -20,8 +20,9 @@ import pytest
 from pymssql import _mssql
 from tests.support.sqlserver_fake import Answer, FakeServer
 
-from changefeed.client import CannotConnect
+from changefeed.client import CannotConnect, ChangefeedError
 from changefeed.client.sqlserver import PAYLOAD_CHUNK, connect_arguments
+from changefeed.spark.landing import _landing
 from changefeed.spark.source import (
     ChangefeedSourceError,
     _source,
@@ -374,3 +375,35 @@ def test_the_landing_checks_and_registers_its_cursors_under_retention() -> None:
     assert b.horizons(old, [0]) == {}
     b.save_cursors(old, "lake.orders", {0: u(5)})
     assert server.statements == []
+
+
+def test_the_landing_writer_lock_and_source_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The landing's writer lock (a session applock, not waited for) as pymssql sends it:
+    taken (0), held by another session (-1: the landing's one-line refusal, the
+    connection closed), or failed otherwise; and the source identity it records."""
+    server = FakeServer()
+    registry(server)
+    results = iter([0, -1, -999])
+    server.on(r"exec @r = sys\.sp_getapplock", lambda sql: (["result"], [(next(results),)]))
+    server.on(r"^select cast\(serverproperty", (["server", "db"], [("SQL1\\PROD", "shop")]))
+    b = backend(server)
+    assert b.try_writer_lock("Landing.Orders") is None
+    assert server.statements[-1] == (
+        "set nocount on;\ndeclare @r int;\n"
+        "exec @r = sys.sp_getapplock @Resource = N'changefeed/land/landing.orders', "
+        "@LockMode = 'Exclusive', @LockOwner = 'Session', @LockTimeout = 0, "
+        "@DbPrincipal = 'public';\nselect @r as result;"
+    )
+    assert b.source_identity() == "sqlserver:SQL1\\PROD/shop"
+    monkeypatch.setattr(_landing, "open_backend", lambda *_: backend(server))
+    closed = server.closed
+    with pytest.raises(ChangefeedSourceError) as held:
+        _landing.check_source({"connection": URI, "feed": FEED}, "`landing`.orders")
+    assert str(held.value) == (
+        "table landing.orders is being landed by another landing, another session of this "
+        "database on mssql://reader:***@db.example:1433/shop: a table has one writer at a "
+        "time; stop that landing or wait for it to end, then run this one again"
+    )
+    assert server.closed == closed + 1
+    with pytest.raises(ChangefeedError, match=r"sp_getapplock for the landing of t\.x failed"):
+        b.try_writer_lock("t.x")

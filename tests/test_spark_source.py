@@ -12,7 +12,14 @@ import psycopg
 import pytest
 from tests.support import spark_source as kit
 
-from changefeed.spark.source import ChangefeedSourceError, parse_options, register
+from changefeed.spark.landing import check_source
+from changefeed.spark.source import (
+    ChangefeedSourceError,
+    open_backend,
+    parse_connection,
+    parse_options,
+    register,
+)
 from changefeed.ulid import encode_one
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -173,6 +180,12 @@ def test_the_reader_role_reads_every_shard_without_naming_them(
     frame = read(spark, as_reader, feed)
     assert kit.rows_of(frame) == kit.feed_rows(pg_uri, feed)
     assert {r.shard_id for r in frame.select("shard_id").distinct().collect()} == {0, 1}
+    # A landing's writer lock and source identity need no grant either.
+    check_source(kit.options(as_reader, feed), "landing.reader_probe")  # takes and releases
+    with open_backend(parse_connection(as_reader)) as backend:
+        assert backend.try_writer_lock("landing.reader_probe") is None
+        assert backend.source_identity().startswith("postgresql:")
+        assert backend.source_identity().endswith("/postgres")
 
 
 @pytest.mark.parametrize(

@@ -91,3 +91,32 @@ def test_stream_restart_and_landing(
     assert land(spark, options(mssql, feed), table).batch == 2
     landed = spark.table(table)
     assert rows_of(landed, "shard_id", "ulid", "order_id") == everything(feed, conn, [0, 2])
+
+
+def test_a_landing_refuses_a_table_another_session_lands(
+    fresh: Any, conn: Any, mssql: Server, spark: Any
+) -> None:
+    """The writer lock on a real server: while another session holds the table's applock
+    a landing fails at once; once that session ends, the landing proceeds and the table
+    records its feed and source."""
+    import pytest
+
+    from changefeed.client.sqlserver import try_writer_lock
+    from changefeed.spark.source import ChangefeedSourceError
+
+    feed: LiveFeed = fresh("outbox_int")
+    feed.outbox_insert(conn, 0, [[1], [2]])
+    table = "live_landing.locked_" + mssql.database.rsplit("_", 1)[-1]
+    holder = mssql.connect()
+    try:
+        assert try_writer_lock(holder, table) is None
+        with pytest.raises(ChangefeedSourceError, match=f"table {table} is being landed by "
+                           "another landing, another session of this database"):  # fmt: skip
+            land(spark, options(mssql, feed), table)
+    finally:
+        holder.close()
+    assert land(spark, options(mssql, feed), table).events == 2
+    properties = dict(spark.sql(f"show tblproperties {table}").collect())
+    assert properties["changefeed.feed"] == options(mssql, feed)["feed"]
+    assert properties["changefeed.source"].startswith("sqlserver:")
+    assert properties["changefeed.source"].endswith(f"/{mssql.database}/changefeed")

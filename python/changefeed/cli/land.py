@@ -147,8 +147,9 @@ def run(args: argparse.Namespace) -> int:
     options = source_options(args)
     try:
         # Seconds, where a Spark start takes half a minute: a wrong connection, driver
-        # or feed name is reported before any Spark starts.
-        check_source(options)
+        # or feed name, or a landing of the table already running, is reported before
+        # any Spark starts.
+        check_source(options, args.table)
     except ChangefeedSourceError as exc:
         raise CliError(str(exc)) from None
     try:

@@ -8,6 +8,7 @@ implementation of the rule.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +42,37 @@ def quote_mssql(name: str) -> str:
     '[odd]]name]'
     """
     return "[" + name.replace("]", "]]") + "]"
+
+
+#: The first half of every landing's writer lock key on PostgreSQL (the two-int form of the
+#: advisory lock functions): the first four bytes of sha256("changefeed/land"). The
+#: protocol's own advisory locks all use the one-bigint form, which PostgreSQL keeps apart
+#: from the two-int form (``pg_locks.objsubid`` 1 against 2), so no feed lock can collide.
+WRITER_LOCK_CLASS = -1133669543
+
+
+def writer_lock_resource(table: str) -> str:
+    """The name of the lock a landing holds on its Spark table ``table`` (its only writer,
+    protocol 11 F4): ``changefeed/land/<database.table>``, lower-cased as Spark's catalog
+    names are.
+
+    >>> writer_lock_resource("Landing.Orders")
+    'changefeed/land/landing.orders'
+    """
+    return "changefeed/land/" + table.strip().lower()
+
+
+def writer_lock_key(table: str) -> tuple[int, int]:
+    """The PostgreSQL advisory lock key of :func:`writer_lock_resource`: the pair
+    (:data:`WRITER_LOCK_CLASS`, the first four bytes of the resource's sha256 as a signed
+    int). Two tables share a key once in about four billion pairs; they would then refuse
+    to land at the same time, never write into each other.
+
+    >>> writer_lock_key("landing.orders") == writer_lock_key("LANDING.orders")
+    True
+    """
+    digest = hashlib.sha256(writer_lock_resource(table).encode()).digest()
+    return WRITER_LOCK_CLASS, int.from_bytes(digest[:4], "big", signed=True)
 
 
 _PASSWORD_IN_URI = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@?#]*:)[^@/?#]*@", re.I)

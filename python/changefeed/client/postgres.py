@@ -44,7 +44,14 @@ from datetime import datetime
 from typing import Any
 
 from changefeed.client import _checks
-from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_pg, quote_pg_literal
+from changefeed.client.core import (
+    ZERO_ULID,
+    FeedInfo,
+    KeyColumn,
+    quote_pg,
+    quote_pg_literal,
+    writer_lock_key,
+)
 from changefeed.client.errors import (
     FeedNotFound,
     InvalidArgument,
@@ -466,3 +473,49 @@ def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]
     """``feed_id -> mode`` of every feed registered under ``schema``."""
     rows = run(conn, f"select feed_id, mode from {quote_pg(schema)}.feeds order by 1")
     return {str(r[0]): str(r[1]) for r in rows}
+
+
+#: Who holds a landing's writer lock: the sessions of ``pg_locks`` (readable by every
+#: role) with what ``pg_stat_activity`` shows this role of them.
+_WRITER_LOCK_HOLDER = (
+    "select l.pid, a.application_name, pg_catalog.host(a.client_addr), "
+    "pg_catalog.to_char(a.backend_start, 'YYYY-MM-DD HH24:MI:SSOF') "
+    "from pg_catalog.pg_locks as l "
+    "left join pg_catalog.pg_stat_activity as a on a.pid = l.pid "
+    "where l.locktype = 'advisory' and l.granted and l.objsubid = 2 "
+    "and l.classid::bigint = %s and l.objid::bigint = %s "
+    "and l.database = (select d.oid from pg_catalog.pg_database as d "
+    "where d.datname = pg_catalog.current_database())"
+)
+
+
+def try_writer_lock(conn: Any, table: str) -> str | None:
+    """Take the writer lock of the landed table ``table`` for this session, without
+    waiting; ``None`` when taken, else who holds it (one line).
+
+    A session-level advisory lock: it lasts until the session ends, also when its process
+    is killed (PostgreSQL ends the session when the connection drops), so ``conn`` must
+    stay open while the landing writes (no transaction-mode pooler between). Advisory locks
+    need no grant: the reader role takes it.
+    """
+    classid, objid = writer_lock_key(table)
+    taken = run(conn, "select pg_catalog.pg_try_advisory_lock(%s::int4, %s::int4)",
+                (classid, objid))[0][0]  # fmt: skip
+    if taken:
+        return None
+    # pg_locks shows the two halves as unsigned oids.
+    rows = run(conn, _WRITER_LOCK_HOLDER, (classid & 0xFFFFFFFF, objid & 0xFFFFFFFF))
+    if not rows:
+        return "another session (it has just ended: try again)"
+    pid, application, client, since = rows[0]
+    seen = {"application": application, "client": client, "connected": since}
+    details = ", ".join(f"{label} {value}" for label, value in seen.items() if value)
+    return f"session pid {pid}" + (f" ({details})" if details else "")
+
+
+def source_identity(conn: Any) -> str:
+    """``postgresql:<system identifier>/<database>``: the database, wherever it is
+    reached from (the identifier is the cluster's, fixed at initdb; replicas share it)."""
+    rows = run(conn, "select (select s.system_identifier from pg_catalog.pg_control_system() "
+               "as s)::text, pg_catalog.current_database()")  # fmt: skip
+    return f"postgresql:{rows[0][0]}/{rows[0][1]}"

@@ -30,7 +30,14 @@ from datetime import datetime
 from typing import Any
 
 from changefeed.client import _checks
-from changefeed.client.core import ZERO_ULID, FeedInfo, KeyColumn, quote_mssql, redact
+from changefeed.client.core import (
+    ZERO_ULID,
+    FeedInfo,
+    KeyColumn,
+    quote_mssql,
+    redact,
+    writer_lock_resource,
+)
 from changefeed.client.errors import (
     CannotConnect,
     CaptureLost,
@@ -960,3 +967,50 @@ def publish_sql(info: FeedInfo) -> str:
 def release_sql(info: FeedInfo) -> str:
     """Roll back and release, one batch (protocol section 4: the rollback first)."""
     return f"if @@trancount > 0 rollback;\nexec {_object(info, 'release')};"
+
+
+#: ``sp_getapplock`` without waiting, owned by the session: released by
+#: ``sp_releaseapplock`` or when the session ends (also when its process is killed).
+#: It needs membership in the database principal ``public`` only, so the reader role
+#: takes it. Parameter: the resource (at most 255 characters).
+WRITER_LOCK_SQL = (
+    "set nocount on;\n"
+    "declare @r int;\n"
+    "exec @r = sys.sp_getapplock @Resource = %s, @LockMode = 'Exclusive', "
+    "@LockOwner = 'Session', @LockTimeout = 0, @DbPrincipal = 'public';\n"
+    "select @r as result;"
+)
+
+
+def writer_lock_name(table: str) -> str:
+    """The applock resource of ``table``'s landing: the shared name, or its sha256 where
+    that is longer than the 255 characters ``sp_getapplock`` takes.
+
+    >>> writer_lock_name("landing.orders")
+    'changefeed/land/landing.orders'
+    >>> len(writer_lock_name("d." + "t" * 300))
+    80
+    """
+    name = writer_lock_resource(table)
+    if len(name) <= 255:
+        return name
+    return "changefeed/land/" + hashlib.sha256(name.encode()).hexdigest()
+
+
+def try_writer_lock(conn: Any, table: str) -> str | None:
+    """Take the writer lock of the landed table ``table`` for this session, without
+    waiting; ``None`` when taken, else who holds it (one line)."""
+    _, rows = call(conn, WRITER_LOCK_SQL, (writer_lock_name(table),))
+    result = int(rows[0][0])
+    if result >= 0:
+        return None
+    if result == -1:
+        # sys.dm_tran_locks would name the session, but needs VIEW SERVER STATE.
+        return "another session of this database"
+    raise ChangefeedError(f"sp_getapplock for the landing of {table} failed with {result}")
+
+
+def source_identity(conn: Any) -> str:
+    """``sqlserver:<server name>/<database>``."""
+    _, rows = call(conn, "select cast(serverproperty('ServerName') as nvarchar(256)), db_name()")
+    return f"sqlserver:{rows[0][0]}/{rows[0][1]}"

@@ -26,7 +26,10 @@ section 11, so dbt-spark consumers read a landed feed exactly like a published o
    status`` shows the landing's lag. A shard whose cursor lies below what retention
    removed fails the run before anything is read ("fell behind retention").
 
-Never run two landings of one table at the same time (protocol 11, F4).
+A table has one writer at a time (protocol 11, F4): each landing connection holds the
+table's writer lock in the source database, and a second landing of the table fails at
+once naming the holder. The table records its feed (table properties ``changefeed.feed``
+and ``changefeed.source``), and a landing of another feed into it is refused.
 
 :func:`land_continuously` repeats the runs in one process until stopped, with
 :class:`Landing` keeping the state of its own last commit between them (no table read

@@ -13,7 +13,10 @@ Everything the landing knows about the format lives here:
 * the heads: per shard ``max(ulid)`` over the committed rows, which is the feed's safe
   point and the landing's cursor (11.3, 11.6), read from the newest batches backwards
   until every shard is found, so a landing reads its newest batches, not the table;
-* the first-write cleanup of an orphaned table location (11.5).
+* the first-write cleanup of an orphaned table location (11.5);
+* the feed identity: the table properties ``changefeed.feed`` and ``changefeed.source``
+  name the feed the table holds and the database it comes from, so landing another feed
+  into it is refused.
 
 The column names come from :mod:`changefeed.spark.feedtable` (the format's Python module).
 Its ``write_batch`` is not used for the write itself: it checks F3 with a separate
@@ -65,6 +68,26 @@ class TableName:
         return self.catalog is None or self.catalog.lower() == SESSION_CATALOG
 
 
+#: The table properties of a landed table's feed identity.
+FEED_PROPERTY = "changefeed.feed"
+SOURCE_PROPERTY = "changefeed.source"
+
+
+@dataclass(frozen=True)
+class FeedIdentity:
+    """The feed a landed table holds: its id and its database (:meth:`Backend.source_identity`
+    and the changefeed schema; never a host or a credential)."""
+
+    feed: str
+    source: str
+
+    def properties_sql(self) -> str:
+        return (
+            f"'{FEED_PROPERTY}' = '{_sql_string(self.feed)}', "
+            f"'{SOURCE_PROPERTY}' = '{_sql_string(self.source)}'"
+        )
+
+
 def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -78,7 +101,9 @@ def parse_table(spark: Any, name: str) -> TableName:
     if len(parts) == 2 and all(parts):
         return TableName(parts[0], parts[1])
     if len(parts) == 3 and all(parts):
-        return TableName(parts[1], parts[2], parts[0])
+        # The session catalog named or not is one table (and one writer lock, F4).
+        catalog = None if parts[0].lower() == SESSION_CATALOG else parts[0]
+        return TableName(parts[1], parts[2], catalog)
     raise ChangefeedSourceError(
         f"target table {name!r} must be written database.table, catalog.database.table "
         "(e.g. iceberg.landing.orders) or table (in the current database)"
@@ -171,9 +196,40 @@ def check_table(spark: Any, table: TableName, expected: Any) -> None:
         )
 
 
-def create_table(spark: Any, table: TableName, schema: Any, fmt: str) -> None:
-    """Create the empty feed table in format ``fmt``, first clearing debris of a killed
-    earlier create in the session catalog's managed location (11.5)."""
+def check_identity(spark: Any, table: TableName, identity: FeedIdentity) -> bool:
+    """Refuse a table that holds another feed (or the same feed of another database);
+    return whether it records no feed yet (landed before the identity was recorded, or
+    created by hand), which :func:`record_identity` then records."""
+    properties = {str(r[0]): str(r[1]) for r in spark.sql(f"show tblproperties {table.sql}")
+                  .collect()}  # fmt: skip
+    feed, source = properties.get(FEED_PROPERTY), properties.get(SOURCE_PROPERTY)
+    if feed is None and source is None:
+        return True
+    if (feed, source) == (identity.feed, identity.source):
+        return False
+    fix = f"land into another table, or drop {table.text} and land it again"
+    if feed == identity.feed:
+        fix += (
+            f" (if the database was restored or moved, keep the table with: alter table "
+            f"{table.text} set tblproperties ('{SOURCE_PROPERTY}' = "
+            f"'{_sql_string(identity.source)}'))"
+        )
+    raise ChangefeedSourceError(
+        f"table {table.text} holds feed {feed or '(none)'} of {source or '(none)'}, not feed "
+        f"{identity.feed} of "
+        f"{identity.source}: {fix}"
+    )
+
+
+def record_identity(spark: Any, table: TableName, identity: FeedIdentity) -> None:
+    spark.sql(f"alter table {table.sql} set tblproperties ({identity.properties_sql()})")
+
+
+def create_table(
+    spark: Any, table: TableName, schema: Any, fmt: str, identity: FeedIdentity
+) -> None:
+    """Create the empty feed table in format ``fmt``, recording its feed, first clearing
+    debris of a killed earlier create in the session catalog's managed location (11.5)."""
     namespace = quote(table.database)
     if table.catalog:
         namespace = f"{quote(table.catalog)}.{namespace}"
@@ -181,7 +237,10 @@ def create_table(spark: Any, table: TableName, schema: Any, fmt: str) -> None:
     if table.in_session_catalog:
         clear_orphan_location(spark, table)
     columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
-    spark.sql(f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN})")
+    spark.sql(
+        f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN}) "
+        f"tblproperties ({identity.properties_sql()})"
+    )
 
 
 def schema_location(spark: Any, database: str) -> str:

@@ -10,6 +10,12 @@ table's ``max(ulid)``). A failed run forgets that, so the next one reads the tab
 A warm run that finds nothing new starts no Spark job and opens no connection: it costs
 a handful of index probes on the kept one.
 
+The only writer is enforced, not assumed: every connection a landing opens first takes
+the table's writer lock in the source database (:meth:`Backend.try_writer_lock`, held
+until the connection closes, also by a killed process), and a landing that finds it
+taken fails at once naming the holder. A run that reads the table also checks that it
+records this feed (:func:`_format.check_identity`).
+
 Warm runs of at most :data:`DRIVER_READ_LIMIT` events read them on the driver with the
 source's own page reader and Arrow conversion, and write them from that Arrow table:
 a small batch then costs one Spark job (the write) instead of three (read, write, count).
@@ -110,6 +116,7 @@ class Landing:
         self.table_format = table_format
         self._backend: Backend | None = None
         self._known: _Known | None = None
+        self._identity: _format.FeedIdentity | None = None
         _format.check_partition_management(spark)
         register(spark)
 
@@ -132,8 +139,14 @@ class Landing:
 
     def _connection(self) -> Backend:
         if self._backend is None:
-            self._backend = open_backend(self.options.connection, self.options.changefeed_schema)
+            self._backend = _locked_backend(self.options, self.table.text)
         return self._backend
+
+    def _feed_identity(self, backend: Backend) -> _format.FeedIdentity:
+        if self._identity is None:
+            source = f"{backend.source_identity()}/{self.options.changefeed_schema}"
+            self._identity = _format.FeedIdentity(self.options.feed, source)
+        return self._identity
 
     def _run(
         self, known: _Known | None, on_stage: StageCallback | None
@@ -148,12 +161,16 @@ class Landing:
             heads, last_batch, fmt = known.cursors, known.last_batch, known.fmt
         elif _format.table_exists(self.spark, table):
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=True)
+            identity = self._feed_identity(backend)
+            unrecorded = _format.check_identity(self.spark, table, identity)
             _format.check_table(self.spark, table, schema)
+            if unrecorded:
+                _format.record_identity(self.spark, table, identity)
             heads, last_batch = _format.committed_heads(self.spark, table, listed, fmt)
             known = None
         else:
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=False)
-            _format.create_table(self.spark, table, schema, fmt)
+            _format.create_table(self.spark, table, schema, fmt, self._feed_identity(backend))
             heads, last_batch, known = {}, 0, None
         shards = _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
@@ -239,14 +256,42 @@ def _driver_read(
     return pa.Table.from_batches(batches, schema=builder.schema)
 
 
-def check_source(source_options: Mapping[str, str]) -> None:
-    """Check the options, the connection (and its driver) and the feed, with no Spark:
-    a landing checks them too, but only after its caller started Spark, which takes half
-    a minute, so ``changefeed land`` calls this first to report a typo at once.
+def check_source(source_options: Mapping[str, str], target_table: str | None = None) -> None:
+    """Check the options, the connection (and its driver) and the feed, with no Spark,
+    and with ``target_table`` written ``database.table`` that no landing of it runs (its
+    writer lock is free; taken and released here): a landing checks them too, but only
+    after its caller started Spark, which takes half a minute, so ``changefeed land``
+    calls this first to report a typo or a running landing at once.
     Raises :class:`ChangefeedSourceError` naming the cause."""
     options = _landing_options(source_options)
-    with open_backend(options.connection, options.changefeed_schema) as backend:
+    # Without Spark a bare table name has no database: the landing itself checks it.
+    if target_table is not None and "." in target_table:
+        parts = [part.strip().strip("`") for part in target_table.split(".")]
+        if len(parts) == 3 and parts[0].lower() == _format.SESSION_CATALOG:
+            parts = parts[1:]  # as the landing names it (_format.parse_table)
+        backend = _locked_backend(options, ".".join(parts))
+    else:
+        backend = open_backend(options.connection, options.changefeed_schema)
+    with backend:
         backend.describe(options.feed, options.payload)
+
+
+def _locked_backend(options: FeedOptions, table: str) -> Backend:
+    """A connection holding ``table``'s writer lock until it closes (protocol 11, F4)."""
+    backend = open_backend(options.connection, options.changefeed_schema)
+    try:
+        holder = backend.try_writer_lock(table)
+    except BaseException:
+        backend.close()
+        raise
+    if holder is not None:
+        backend.close()
+        raise ChangefeedSourceError(
+            f"table {table} is being landed by another landing, {holder} on "
+            f"{options.connection.display}: a table has one writer at a time; stop that "
+            "landing or wait for it to end, then run this one again"
+        )
+    return backend
 
 
 def _landing_options(source_options: Mapping[str, str]) -> FeedOptions:

@@ -177,6 +177,16 @@ class Backend(ABC):
         return None
 
     @abstractmethod
+    def try_writer_lock(self, table: str) -> str | None:
+        """Take the writer lock of the landed table ``table`` on this connection until it
+        closes, without waiting: ``None`` when taken, else who holds it (protocol 11, F4)."""
+
+    @abstractmethod
+    def source_identity(self) -> str:
+        """The database the feed lives in, stable across hosts and credentials (none in
+        it): what a landed table records as its source."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     def __enter__(self) -> Backend:

@@ -151,6 +151,16 @@ class PostgresBackend(Backend):
     def save_cursor(self, info: SourceFeed, consumer: str, shard: int, cursor: bytes) -> None:
         self._client(info.feed_id).save_cursor(self.conn, consumer, shard, cursor)
 
+    def try_writer_lock(self, table: str) -> str | None:
+        from changefeed.client.postgres import try_writer_lock
+
+        return try_writer_lock(self.conn, table)
+
+    def source_identity(self) -> str:
+        from changefeed.client.postgres import source_identity
+
+        return source_identity(self.conn)
+
     def close(self) -> None:
         self.conn.close()
 

@@ -108,5 +108,11 @@ class SqlServerBackend(Backend):
             out.append((*row, values is not None, *(values if values is not None else missing)))
         return out
 
+    def try_writer_lock(self, table: str) -> str | None:
+        return client.try_writer_lock(self.conn, table)
+
+    def source_identity(self) -> str:
+        return client.source_identity(self.conn)
+
     def close(self) -> None:
         self.conn.close()
