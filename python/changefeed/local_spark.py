@@ -9,9 +9,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changefeed import _jars
+
+if TYPE_CHECKING:
+    from changefeed.catalog import Catalog
 
 
 class JavaNotFound(RuntimeError):
@@ -38,12 +41,16 @@ def local_spark_session(
     warehouse_dir: str | Path | None = None,
     hive: bool = False,
     lakehouse: bool | None = None,
+    catalog: Catalog | None = None,
 ) -> Any:
     """Start (or reuse) a ``local[2]`` Spark session.
 
     ``lakehouse``: Delta Lake and Iceberg tables next to parquet (see
     :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
     requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
+
+    ``catalog``: the shared catalog (:mod:`changefeed.catalog`) instead of ``warehouse_dir``
+    and a Derby metastore; its server is started if it is stopped.
 
     Raises :class:`JavaNotFound` naming the fix when Java is missing, instead of the JVM
     gateway's generic error.
@@ -54,7 +61,12 @@ def local_spark_session(
     # Python workers default to `python3` on PATH, which lacks pyarrow/pandas when the
     # driver runs from a venv that is not activated (`.venv/bin/python -m pytest`).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    warehouse = Path(warehouse_dir) if warehouse_dir else Path(tempfile.mkdtemp(prefix="cf-wh-"))
+    if catalog is not None:
+        warehouse = catalog.warehouse
+    elif warehouse_dir:
+        warehouse = Path(warehouse_dir)
+    else:
+        warehouse = Path(tempfile.mkdtemp(prefix="cf-wh-"))
     builder = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
@@ -75,7 +87,14 @@ def local_spark_session(
         else:
             for key, value in _jars.lakehouse_conf(jars, warehouse).items():
                 builder = builder.config(key, value)
-    if hive:
+    if catalog is not None:
+        from changefeed.catalog import ensure_running
+
+        ensure_running(catalog)
+        for key, value in catalog.spark_conf().items():
+            builder = builder.config(key, value)
+        builder = builder.enableHiveSupport()
+    elif hive:
         builder = builder.config(
             "spark.hadoop.javax.jdo.option.ConnectionURL",
             f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true",
