@@ -67,9 +67,12 @@ class Catalog:
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings of the catalog (what spark-defaults.conf holds)."""
+        from changefeed.local_spark import LOCAL_CONF
+
         driver = _jars.postgresql_driver()
         conf = {
             MARKER: str(self.directory),
+            **LOCAL_CONF,
             "spark.sql.catalogImplementation": "hive",
             "spark.sql.warehouse.dir": str(self.warehouse),
             # The metastore's class loader sees the driver only on the JVM's class path:
@@ -178,7 +181,7 @@ def _create_schema(catalog: Catalog) -> None:
     # classes are all this needs, and the context would double the start-up time.
     conf = SparkConf(loadDefaults=False)
     conf.set("spark.driver.extraClassPath", str(_jars.postgresql_driver()))
-    gateway = launch_gateway(conf)
+    gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
     try:
         jvm = gateway.jvm
         hive_conf = jvm.org.apache.hadoop.hive.conf.HiveConf()

@@ -17,6 +17,19 @@ if TYPE_CHECKING:
     from changefeed.catalog import Catalog
 
 
+#: The settings of the embedded default Spark, sized for a 2-core machine; the shared
+#: catalog's spark-defaults.conf holds them too, so dbt's session runs like the CLI's.
+LOCAL_CONF = {
+    "spark.master": "local[2]",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
 class JavaNotFound(RuntimeError):
     """Spark needs Java and none was found; the message names the fix."""
 
@@ -67,17 +80,9 @@ def local_spark_session(
         warehouse = Path(warehouse_dir)
     else:
         warehouse = Path(tempfile.mkdtemp(prefix="cf-wh-"))
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-    )
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**LOCAL_CONF, "spark.sql.warehouse.dir": str(warehouse)}.items():
+        builder = builder.config(key, value)
     if lakehouse is not False:
         try:
             jars = _jars.lakehouse_jars()
