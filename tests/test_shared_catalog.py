@@ -29,7 +29,8 @@ from tests.support import spark_source as kit
 from tests.support.dbt_harness import package_project
 from tests.support.doc_blocks import sample
 
-pytestmark = [pytest.mark.postgres, pytest.mark.spark]
+#: slow: four JVMs (init, landing, dbt, status) at once take 1.5 to 6 minutes on 2 cores.
+pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "cf_shared"
@@ -61,8 +62,9 @@ where {{ changefeed.feed_safe_point(source('landed', 'landed_orders'), 'e') }}
 """,
 }
 
-#: The dbt process: deps, two runs while the landing runs, then (once the test writes
-#: ``landing-stopped``) a last run, and the consumer's rows dumped to ``consumer.json``.
+#: The dbt process: deps; two runs while the landing runs (from when the test writes
+#: ``landed``); once the test writes ``landing-stopped``, a last run, and the consumer's
+#: rows dumped to ``consumer.json``.
 DBT_PROCESS = """
 import json, sys, time
 from pathlib import Path
@@ -76,6 +78,8 @@ def dbt(*args):
     if not result.success:
         raise SystemExit(f"dbt {args} failed: {result.exception or result.result}")
 dbt("deps")
+while not (work / "landed").exists():  # the test's go: the landed table exists
+    time.sleep(0.2)
 for n in (1, 2):
     dbt("run")
     (work / f"run-{n}").touch()
@@ -154,9 +158,6 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
                 start_new_session=True,
             )  # fmt: skip
         procs.append(landing)
-        _wait_for(lambda: ": batch 1," in _log(land_log), "first landed batch", 120, procs)
-        timings["first batch"] = time.monotonic() - started
-
         with dbt_log.open("w") as out:
             dbt_proc = subprocess.Popen(
                 [sys.executable, "-c", DBT_PROCESS.replace("{schema}", SCHEMA),
@@ -165,6 +166,10 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
                 start_new_session=True,
             )  # fmt: skip
         procs.append(dbt_proc)
+        _wait_for(lambda: ": batch 1," in _log(land_log), "first landed batch", 300, procs)
+        timings["first batch"] = time.monotonic() - started
+
+        (tmp_path / "landed").touch()
         # Meanwhile a third process reads the landed table through the same catalog.
         status = subprocess.run(
             [*cli, "status", "--connection", pg_uri, "--feed", feed,
@@ -176,7 +181,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
         timings["status"] = time.monotonic() - started
         assert landing.poll() is None and dbt_proc.poll() is None, "both still running"
 
-        _wait_for(lambda: (tmp_path / "run-2").exists(), "second dbt run", 240, procs)
+        _wait_for(lambda: (tmp_path / "run-2").exists(), "second dbt run", 300, procs)
         timings["dbt runs"] = time.monotonic() - started
         stop_writing.set()
         writer.join()
