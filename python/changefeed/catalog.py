@@ -143,6 +143,10 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
                 warehouse=Path(warehouse).resolve() if warehouse else directory / "warehouse",
                 port=_free_port(),
             )
+        # Written first: the port it names is the server's from the first start on.
+        state_file.write_text(
+            json.dumps({"warehouse": str(catalog.warehouse), "port": catalog.port}) + "\n"
+        )
         _start_server(catalog)
         _create_database(catalog)
         catalog.warehouse.mkdir(parents=True, exist_ok=True)
@@ -151,9 +155,6 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
         (catalog.conf_dir / CONF_FILE).write_text(
             "# Written by `changefeed catalog init`; every Spark process that reads it\n"
             "# (SPARK_CONF_DIR) shares one catalog. Run the command again to rewrite it.\n" + conf
-        )
-        state_file.write_text(
-            json.dumps({"warehouse": str(catalog.warehouse), "port": catalog.port}) + "\n"
         )
     with schema_lock(catalog):
         if not schema_ready(catalog):
@@ -174,14 +175,16 @@ def _create_schema(catalog: Catalog) -> None:
     from pyspark import SparkConf
     from pyspark.java_gateway import launch_gateway
 
-    from changefeed.local_spark import require_java
+    from changefeed.local_spark import jvm_output_to, require_java
 
     require_java()
     # A JVM with Spark's class path and the driver, but no Spark context: Hive's own
     # classes are all this needs, and the context would double the start-up time.
     conf = SparkConf(loadDefaults=False)
     conf.set("spark.driver.extraClassPath", str(_jars.postgresql_driver()))
-    gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
+    # The JVM's log lines go to a file, not between the command's output.
+    with jvm_output_to(catalog.directory / "init-jvm.log"):
+        gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
     try:
         jvm = gateway.jvm
         hive_conf = jvm.org.apache.hadoop.hive.conf.HiveConf()
