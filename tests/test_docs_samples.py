@@ -46,6 +46,7 @@ BIN = Path(sys.executable).parent
 HERE = "tests/test_docs_samples.py"
 FRESHNESS = "tests/test_spark_freshness.py"
 RETENTION = "tests/test_spark_retention.py"
+SHARED_CATALOG = "tests/test_shared_catalog.py::test_landing_dbt_and_status_share_one_catalog"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
@@ -64,6 +65,8 @@ REGISTRY: dict[str, str] = {
     "spark-freshness-command": f"{FRESHNESS}::test_landed_feed_freshness",
     "spark-retention-dbt": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
     "spark-retention-behind": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
+    "shared-catalog-init": SHARED_CATALOG,
+    "shared-catalog-profiles": SHARED_CATALOG,
     "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
     "python-api-ulid": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-local": f"{HERE}::test_python_api_samples_run_in_order",

@@ -86,3 +86,16 @@ def lakehouse_conf(jars: list[Path], warehouse: Path) -> dict[str, str]:
         f"spark.sql.catalog.{ICEBERG_CATALOG}.type": "hadoop",
         f"spark.sql.catalog.{ICEBERG_CATALOG}.warehouse": str(warehouse / "iceberg"),
     }
+
+
+def postgresql_driver() -> Path:
+    """PostgreSQL's JDBC driver (jars/pom.xml), which the shared catalog's metastore uses;
+    raises naming the fix if it is not in the jars directory."""
+    where = jars_dir()
+    found = sorted(where.glob("postgresql-*.jar")) if where.is_dir() else []
+    if not found:
+        raise LakehouseJarsMissing(
+            f"PostgreSQL's JDBC driver (postgresql-*.jar) is not in {where}; run `make jars` "
+            f"(Maven fetches it from jars/pom.xml), or set {ENV_VAR} to a directory holding it"
+        )
+    return found[-1]

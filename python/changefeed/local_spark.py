@@ -9,9 +9,25 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changefeed import _jars
+
+if TYPE_CHECKING:
+    from changefeed.catalog import Catalog
+
+
+#: The settings of the embedded default Spark, sized for a 2-core machine; the shared
+#: catalog's spark-defaults.conf holds them too, so dbt's session runs like the CLI's.
+LOCAL_CONF = {
+    "spark.master": "local[2]",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
 
 
 class JavaNotFound(RuntimeError):
@@ -38,12 +54,16 @@ def local_spark_session(
     warehouse_dir: str | Path | None = None,
     hive: bool = False,
     lakehouse: bool | None = None,
+    catalog: Catalog | None = None,
 ) -> Any:
     """Start (or reuse) a ``local[2]`` Spark session.
 
     ``lakehouse``: Delta Lake and Iceberg tables next to parquet (see
     :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
     requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
+
+    ``catalog``: the shared catalog (:mod:`changefeed.catalog`) instead of ``warehouse_dir``
+    and a Derby metastore; its server is started if it is stopped.
 
     Raises :class:`JavaNotFound` naming the fix when Java is missing, instead of the JVM
     gateway's generic error.
@@ -54,18 +74,15 @@ def local_spark_session(
     # Python workers default to `python3` on PATH, which lacks pyarrow/pandas when the
     # driver runs from a venv that is not activated (`.venv/bin/python -m pytest`).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    warehouse = Path(warehouse_dir) if warehouse_dir else Path(tempfile.mkdtemp(prefix="cf-wh-"))
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-    )
+    if catalog is not None:
+        warehouse = catalog.warehouse
+    elif warehouse_dir:
+        warehouse = Path(warehouse_dir)
+    else:
+        warehouse = Path(tempfile.mkdtemp(prefix="cf-wh-"))
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**LOCAL_CONF, "spark.sql.warehouse.dir": str(warehouse)}.items():
+        builder = builder.config(key, value)
     if lakehouse is not False:
         try:
             jars = _jars.lakehouse_jars()
@@ -75,7 +92,14 @@ def local_spark_session(
         else:
             for key, value in _jars.lakehouse_conf(jars, warehouse).items():
                 builder = builder.config(key, value)
-    if hive:
+    if catalog is not None:
+        from changefeed.catalog import ensure_running
+
+        ensure_running(catalog)
+        for key, value in catalog.spark_conf().items():
+            builder = builder.config(key, value)
+        builder = builder.enableHiveSupport()
+    elif hive:
         builder = builder.config(
             "spark.hadoop.javax.jdo.option.ConnectionURL",
             f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true",

@@ -5,11 +5,13 @@
     changefeed land ... --continuous --interval 60       # one batch per minute until stopped
     changefeed land ... --continuous --interval 1 --poll 0.1   # low latency: within seconds
 
-By default the command starts an embedded local Spark (``local[2]``) whose catalog is a
-Derby metastore and whose tables live under ``--warehouse`` (default
-``./spark-warehouse``), so successive runs find the table again. With ``--spark
-existing`` it uses ``SparkSession.builder.getOrCreate()`` instead (under spark-submit,
-or with the cluster's own configuration). Exit code 0 after a successful run (or a
+By default the command starts an embedded local Spark (``local[2]``). With
+``SPARK_CONF_DIR`` naming a shared catalog (``changefeed catalog init``) it uses that
+catalog, which ``dbt run`` and other Spark processes use at the same time; otherwise its
+catalog is a Derby metastore (one process at a time) and its tables live under
+``--warehouse`` (default ``./spark-warehouse``), so successive runs find the table again.
+With ``--spark existing`` it uses ``SparkSession.builder.getOrCreate()`` instead (under
+spark-submit, or with the cluster's own configuration). Exit code 0 after a successful run (or a
 stopped continuous run), 1 on an error, which is printed without a traceback.
 """
 
@@ -22,6 +24,7 @@ import threading
 from typing import Any
 
 from changefeed.cli import CliError
+from changefeed.cli.catalog import shared_catalog
 from changefeed.client import redact
 
 
@@ -70,10 +73,12 @@ def add_parser(subparsers: Any) -> None:
                         "to --interval (default: --interval); e.g. --interval 1 --poll 0.1 "
                         "lands events within seconds")  # fmt: skip
     parser.add_argument("--spark", choices=["local", "existing"], default="local",
-                        help="local: embedded local[2] Spark with a Derby metastore (default); "
-                        "existing: SparkSession.builder.getOrCreate()")  # fmt: skip
-    parser.add_argument("--warehouse", default="spark-warehouse",
-                        help="--spark local: the warehouse and metastore directory")  # fmt: skip
+                        help="local: embedded local[2] Spark on the shared catalog of "
+                        "SPARK_CONF_DIR, else a Derby metastore (default); existing: "
+                        "SparkSession.builder.getOrCreate()")  # fmt: skip
+    parser.add_argument("--warehouse",
+                        help="--spark local without a shared catalog: the warehouse and "
+                        "Derby metastore directory (default spark-warehouse)")  # fmt: skip
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark configuration (repeatable)")  # fmt: skip
 
@@ -116,8 +121,12 @@ def spark_session(args: argparse.Namespace) -> Any:
         return builder.getOrCreate()
     from changefeed.local_spark import local_spark_session
 
+    shared = shared_catalog(args.warehouse)
     session = local_spark_session(
-        app_name="changefeed-land", warehouse_dir=os.path.abspath(args.warehouse), hive=True
+        app_name="changefeed-land",
+        warehouse_dir=os.path.abspath(args.warehouse or "spark-warehouse"),
+        hive=True,
+        catalog=shared,
     )
     for key, value in conf.items():
         session.conf.set(key, value)

@@ -26,9 +26,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from changefeed.cli import CliError
+from changefeed.cli.catalog import shared_catalog
 from changefeed.cli.feeds import (
     Database,
     add_connection_arguments,
@@ -38,6 +39,9 @@ from changefeed.cli.feeds import (
     ulid_time,
 )
 from changefeed.client import ZERO_ULID
+
+if TYPE_CHECKING:
+    from changefeed.catalog import Catalog
 
 # -- status --------------------------------------------------------------------------------
 
@@ -102,7 +106,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="FEED=TABLE",
         help="a Spark table with shard_id and ulid columns that consumes FEED "
         "(a landed feed or a dbt consumer's output; repeatable). Starts a "
-        "local Spark on --warehouse",
+        "local Spark on the shared catalog of SPARK_CONF_DIR, else on --warehouse",
     )
     parser.add_argument(
         "--cursor",
@@ -113,9 +117,8 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--warehouse",
-        default="spark-warehouse",
-        help="the Spark warehouse and metastore directory for --consumer "
-        "(default: spark-warehouse)",
+        help="--consumer without a shared catalog (SPARK_CONF_DIR): the Spark warehouse "
+        "and Derby metastore directory (default: spark-warehouse)",
     )
     parser.add_argument(
         "--format",
@@ -216,7 +219,7 @@ def collect(
         if consumer_args:
             # A landing registers its cursor under its table's name; the table named with
             # --consumer is measured instead, so each consumer shard is one row.
-            measured = _spark_cursors(Path(args.warehouse), consumer_args, db, clients)
+            measured = _spark_cursors(args.warehouse, consumer_args, db, clients)
             named = {(name, feed, shard) for name, feed, shard, _ in measured}
             cursors = [c for c in cursors if (c[0], c[1], c[2]) not in named] + measured
         lags = [
@@ -239,20 +242,24 @@ def _unix(value: bytes | None) -> float | None:
 
 
 def _spark_cursors(
-    warehouse: Path,
+    warehouse: str | None,
     consumers: Sequence[tuple[str, str]],
     db: Database,
     clients: dict[str, Any],
 ) -> list[tuple[str, str, int, bytes]]:
-    spark = start_local_spark(warehouse.resolve(), "changefeed-status")
+    shared = shared_catalog(warehouse)
+    where = Path(warehouse or "spark-warehouse").resolve()
+    spark = start_local_spark(where, "changefeed-status", shared)
     found: list[tuple[str, str, int, bytes]] = []
     for feed, table in consumers:
         if not spark.catalog.tableExists(table):
-            raise CliError(
-                f"consumer table {table} does not exist in the Spark catalog of "
-                f"{warehouse.resolve()}: check --consumer and --warehouse (the directory "
-                "that holds metastore_db)"
+            hint = (
+                f"the shared catalog of SPARK_CONF_DIR ({shared.directory}): check --consumer"
+                if shared is not None
+                else f"{where}: check --consumer and --warehouse (the directory that holds "
+                "metastore_db)"
             )
+            raise CliError(f"consumer table {table} does not exist in the Spark catalog of {hint}")
         spark.sql(f"refresh table {table}")
         rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()
         heads = {int(r[0]): bytes(r[1]) for r in rows}
@@ -261,8 +268,9 @@ def _spark_cursors(
     return found
 
 
-def start_local_spark(warehouse: Path, app_name: str) -> Any:
-    """A local Spark on ``warehouse`` (Derby metastore); missing Java becomes a CliError."""
+def start_local_spark(warehouse: Path, app_name: str, shared: Catalog | None = None) -> Any:
+    """A local Spark on the ``shared`` catalog, else on ``warehouse`` (Derby metastore);
+    missing Java becomes a CliError."""
     import tempfile
 
     from changefeed.local_spark import (
@@ -276,7 +284,7 @@ def start_local_spark(warehouse: Path, app_name: str) -> Any:
         require_java()
     except JavaNotFound as exc:
         raise CliError(f"{exc}; or leave out --consumer") from None
-    if not (warehouse / "metastore_db").exists():
+    if shared is None and not (warehouse / "metastore_db").exists():
         raise CliError(
             f"there is no Spark metastore in {warehouse} (no metastore_db): pass the "
             "warehouse directory the tables were written with (--warehouse)"
@@ -295,7 +303,9 @@ def start_local_spark(warehouse: Path, app_name: str) -> Any:
     )
     try:
         with jvm_output_to(log):
-            spark = local_spark_session(app_name=app_name, warehouse_dir=warehouse, hive=True)
+            spark = local_spark_session(
+                app_name=app_name, warehouse_dir=warehouse, hive=True, catalog=shared
+            )
     except Exception as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if "XSDB6" in str(exc) or "another instance of Derby" in str(exc):

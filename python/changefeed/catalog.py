@@ -1,0 +1,352 @@
+"""The shared catalog: one Spark catalog that the CLI, the Spark source and dbt use at once.
+
+An embedded Derby metastore admits one process, so a landing loop and ``dbt run`` cannot
+share it. The shared catalog keeps Spark's Hive metastore in an embedded PostgreSQL server
+(pgserver's binaries, listening on 127.0.0.1) and writes one ``spark-defaults.conf``
+that every Spark process of the project reads through ``SPARK_CONF_DIR``: pyspark's
+launcher applies it to the CLI's session and to dbt-spark's ``method: session`` alike,
+so the one file is the one place the catalog is configured.
+
+    <dir>/postgres/             the metastore server's data directory
+    <dir>/warehouse/            the tables' files (unless --warehouse names another)
+    <dir>/conf/spark-defaults.conf
+    <dir>/catalog.json          port and warehouse, read back by later commands
+
+:func:`init` is idempotent: it creates what is missing and starts the server if it is
+stopped (after a reboot, run it again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from xml.etree import ElementTree
+
+from changefeed import _jars
+
+#: Key of spark-defaults.conf naming the catalog directory; marks the file as this
+#: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
+MARKER = "spark.changefeed.catalog"
+CONF_FILE = "spark-defaults.conf"
+METASTORE_DB = "metastore"
+HOST = "127.0.0.1"
+#: A table of our own in the metastore database, created once every Hive table is.
+_SCHEMA_CREATED = "changefeed_schema_created"
+
+
+class CatalogError(RuntimeError):
+    """The shared catalog cannot be set up or reached; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    directory: Path
+    warehouse: Path
+    port: int
+
+    @property
+    def pgdata(self) -> Path:
+        return self.directory / "postgres"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.directory / "conf"
+
+    @property
+    def jdbc_url(self) -> str:
+        return f"jdbc:postgresql://{HOST}:{self.port}/{METASTORE_DB}"
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings of the catalog (what spark-defaults.conf holds)."""
+        from changefeed.local_spark import LOCAL_CONF
+
+        driver = _jars.postgresql_driver()
+        conf = {
+            MARKER: str(self.directory),
+            **LOCAL_CONF,
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(self.warehouse),
+            # The metastore's class loader sees the driver only on the JVM's class path:
+            # spark.jars is added later, to a loader the Hive client does not search.
+            "spark.driver.extraClassPath": str(driver),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": self.jdbc_url,
+            "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+            "spark.hadoop.javax.jdo.option.ConnectionUserName": "postgres",
+            "spark.hadoop.javax.jdo.option.ConnectionPassword": "",
+            # Spark turns these on for its Derby default only. init creates the schema
+            # first, alone; creation stays on for a table a later Hive call needs first.
+            "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+            "spark.hadoop.hive.metastore.schema.verification": "false",
+        }
+        try:
+            jars = _jars.lakehouse_jars()
+        except _jars.LakehouseJarsMissing:
+            pass
+        else:
+            conf.update(_jars.lakehouse_conf(jars, self.warehouse))
+        return conf
+
+
+def configured() -> Catalog | None:
+    """The shared catalog that ``SPARK_CONF_DIR`` names, or None (the Derby default)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        return None
+    conf_file = Path(conf_dir) / CONF_FILE
+    if not conf_file.is_file():
+        return None
+    for line in conf_file.read_text().splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == MARKER:
+            return load(Path(value.strip()))
+    return None
+
+
+def load(directory: Path) -> Catalog:
+    state_file = directory / "catalog.json"
+    try:
+        state = json.loads(state_file.read_text())
+    except FileNotFoundError:
+        raise CatalogError(
+            f"{directory} holds no shared catalog (no catalog.json): run "
+            f"`changefeed catalog init --dir {directory}`"
+        ) from None
+    return Catalog(directory=directory, warehouse=Path(state["warehouse"]), port=state["port"])
+
+
+def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catalog:
+    """Create (or find) the catalog in ``directory``, start its server, write its conf."""
+    directory = Path(directory).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    with _locked(directory):
+        state_file = directory / "catalog.json"
+        if state_file.exists():
+            catalog = load(directory)
+            if warehouse is not None and Path(warehouse).resolve() != catalog.warehouse:
+                raise CatalogError(
+                    f"the catalog in {directory} keeps its tables in {catalog.warehouse}, "
+                    f"not {Path(warehouse).resolve()}: leave out --warehouse, or use "
+                    "another --dir"
+                )
+        else:
+            catalog = Catalog(
+                directory=directory,
+                warehouse=Path(warehouse).resolve() if warehouse else directory / "warehouse",
+                port=_free_port(),
+            )
+        # Written first: the port it names is the server's from the first start on.
+        state_file.write_text(
+            json.dumps({"warehouse": str(catalog.warehouse), "port": catalog.port}) + "\n"
+        )
+        _start_server(catalog)
+        _create_database(catalog)
+        catalog.warehouse.mkdir(parents=True, exist_ok=True)
+        catalog.conf_dir.mkdir(exist_ok=True)
+        conf = "".join(f"{key} {value}\n" for key, value in catalog.spark_conf().items())
+        (catalog.conf_dir / CONF_FILE).write_text(
+            "# Written by `changefeed catalog init`; every Spark process that reads it\n"
+            "# (SPARK_CONF_DIR) shares one catalog. Run the command again to rewrite it.\n" + conf
+        )
+    with schema_lock(catalog):
+        if not schema_ready(catalog):
+            _create_schema(catalog)
+    return catalog
+
+
+def _create_schema(catalog: Catalog) -> None:
+    """Create every table of Hive's metastore now, in this one process, through Hive's
+    own DataNucleus set-up (so names and types are the ones Hive maps to).
+
+    Left to itself, DataNucleus creates a table the first time Hive uses it, on a second
+    connection, while the first holds the transaction's locks: on PostgreSQL the two
+    wait for each other for ever (a `drop database` was the first to hang), and two
+    processes starting at once would also race to create the same tables.
+    """
+    import pyspark
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
+    from changefeed.local_spark import jvm_output_to, require_java
+
+    require_java()
+    # A JVM with Spark's class path and the driver, but no Spark context: Hive's own
+    # classes are all this needs, and the context would double the start-up time.
+    conf = SparkConf(loadDefaults=False)
+    conf.set("spark.driver.extraClassPath", str(_jars.postgresql_driver()))
+    # The JVM's log lines go to a file, not between the command's output.
+    with jvm_output_to(catalog.directory / "init-jvm.log"):
+        gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
+    try:
+        jvm = gateway.jvm
+        hive_conf = jvm.org.apache.hadoop.hive.conf.HiveConf()
+        for key, value in catalog.spark_conf().items():
+            if key.startswith("spark.hadoop."):
+                hive_conf.set(key.removeprefix("spark.hadoop."), value)
+        store = jvm.org.apache.hadoop.hive.metastore.ObjectStore()
+        store.setConf(hive_conf)
+        try:
+            factory = store.getPersistenceManager().getPersistenceManagerFactory()
+            classes = jvm.java.util.HashSet()
+            for name in _metastore_classes(Path(pyspark.__file__).parent / "jars"):
+                classes.add(name)
+            factory.getNucleusContext().getStoreManager().createSchemaForClasses(
+                classes, jvm.java.util.Properties()
+            )
+        finally:
+            store.shutdown()
+    finally:
+        gateway.shutdown()
+        gateway.proc.terminate()
+        gateway.proc.wait()
+    with _connect(catalog) as conn:
+        conn.execute(f"create table {_SCHEMA_CREATED} ()")
+
+
+def _metastore_classes(spark_jars: Path) -> list[str]:
+    """The persistent classes of Hive's metastore, from the package.jdo of its jar."""
+    jars = sorted(spark_jars.glob("hive-metastore-*.jar"))
+    if not jars:
+        raise CatalogError(
+            f"Spark's Hive metastore jar (hive-metastore-*.jar) is not in {spark_jars}: "
+            "the shared catalog needs a pyspark with Hive support (pip install pyspark)"
+        )
+    with zipfile.ZipFile(jars[-1]) as jar:
+        jdo = ElementTree.fromstring(jar.read("package.jdo"))
+    return [
+        f"{package.get('name')}.{cls.get('name')}"
+        for package in jdo.iter("package")
+        for cls in package.iter("class")
+    ]
+
+
+def ensure_running(catalog: Catalog) -> None:
+    """Start the catalog's server if it is stopped (after a reboot); no-op otherwise."""
+    with _locked(catalog.directory):
+        _start_server(catalog)
+
+
+def stop(catalog: Catalog) -> None:
+    """Stop the catalog's server (its data stays; ``init`` starts it again)."""
+    server = _server(catalog)
+    with _locked(catalog.directory):
+        if _running(catalog):
+            _pg_ctl(server, ["-w", "stop", "-m", "fast"])
+
+
+def schema_ready(catalog: Catalog) -> bool:
+    """Whether the metastore's tables exist (created by the first Spark on the catalog)."""
+    with _connect(catalog) as conn:
+        row = conn.execute(f"select to_regclass('{_SCHEMA_CREATED}') is not null").fetchone()
+    return bool(row and row[0])
+
+
+@contextlib.contextmanager
+def schema_lock(catalog: Catalog) -> Iterator[None]:
+    """Held while one process creates the metastore schema, so that two first Spark
+    sessions never create the same tables at once (PostgreSQL fails the second)."""
+    with _connect(catalog) as conn:
+        conn.execute("select pg_advisory_lock(hashtext('changefeed.catalog.schema'))")
+        try:
+            yield
+        finally:
+            conn.execute("select pg_advisory_unlock(hashtext('changefeed.catalog.schema'))")
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    # Two commands starting at once must not both start the server.
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _server(catalog: Catalog) -> Any:
+    """What pgserver needs to initialise and run the data directory, without starting
+    it: pgserver's own start listens on a Unix socket only, and JDBC needs TCP."""
+    try:
+        from pgserver.postgres_server import PostgresServer
+        from pgserver.utils import ensure_user_exists
+    except ImportError:
+        raise CatalogError(
+            "the shared catalog's embedded PostgreSQL needs pgserver: pip install pgserver"
+        ) from None
+    pgdata = catalog.pgdata.resolve()
+    pgdata.mkdir(parents=True, exist_ok=True)
+    # PostgreSQL refuses to run as root; pgserver then runs it as its own user.
+    system_user = "pgserver" if os.geteuid() == 0 else None
+    if system_user:
+        ensure_user_exists(system_user)
+    server: Any = SimpleNamespace(
+        pgdata=pgdata, system_user=system_user, postgres_user="postgres", log=pgdata / "log"
+    )
+    # initdb once (with trust authentication), and the permissions a non-root user needs.
+    PostgresServer.ensure_pgdata_inited(server)
+    return server
+
+
+def _running(catalog: Catalog) -> bool:
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(catalog.pgdata.resolve())
+    return info is not None and info.is_running()
+
+
+def _start_server(catalog: Catalog) -> None:
+    server = _server(catalog)
+    if _running(catalog):
+        return
+    # TCP on the loopback only: PostgreSQL's JDBC driver has no Unix sockets.
+    options = f"-h {HOST} -p {catalog.port} -k ''"
+    try:
+        _pg_ctl(server, ["-w", "-t", "60", "-o", options, "-l", str(server.log), "start"])
+    except subprocess.CalledProcessError:
+        log = server.log.read_text()[-2000:] if server.log.exists() else ""
+        raise CatalogError(
+            f"the shared catalog's PostgreSQL in {catalog.pgdata} did not start on "
+            f"{HOST}:{catalog.port} (is the port taken? then delete {catalog.directory} "
+            f"and run `changefeed catalog init` again); its log ends:\n{log}"
+        ) from None
+
+
+def _pg_ctl(server: Any, args: list[str]) -> None:
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(server.pgdata), *args],
+        check=True,
+        user=server.system_user,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _create_database(catalog: Catalog) -> None:
+    with _connect(catalog, "postgres") as conn:
+        exists = conn.execute(
+            "select 1 from pg_database where datname = %s", (METASTORE_DB,)
+        ).fetchone()
+        if not exists:
+            conn.execute(f"create database {METASTORE_DB}")
+
+
+def _connect(catalog: Catalog, dbname: str = METASTORE_DB):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(
+        host=HOST, port=catalog.port, user="postgres", dbname=dbname, autocommit=True
+    )
+
+
+def _free_port() -> int:
+    from pgserver.utils import find_suitable_port
+
+    return int(find_suitable_port(HOST))

@@ -1,0 +1,220 @@
+"""The shared catalog (changefeed catalog init): a landing loop, ``dbt run`` (dbt-spark
+``method: session``) and ``changefeed status --consumer`` run at the same time, each in
+a process of its own, on one catalog named by SPARK_CONF_DIR, and the consumer sees
+every event of the source exactly once.
+
+One scenario, processes as a project runs them: ``changefeed catalog init``; ``changefeed
+land --continuous`` while a writer keeps committing; a dbt process whose two runs of a
+consumer model overlap the landing; ``changefeed status --consumer`` meanwhile; then the
+writer and the landing stop, and the dbt process runs the consumer a last time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.support import spark_source as kit
+from tests.support.dbt_harness import package_project
+from tests.support.doc_blocks import sample
+
+#: slow: four JVMs (init, landing, dbt, status) at once take 1.5 to 6 minutes on 2 cores.
+pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = "cf_shared"
+LANDED = f"{SCHEMA}.landed_orders"
+SHARDS = (0, 1)
+#: The profile name of tests/support/dbt_harness.package_project.
+PROFILE = "changefeed_integration_tests"
+
+MODELS = {
+    "sources.yml": f"""version: 2
+sources:
+  - name: landed
+    schema: {SCHEMA}
+    tables:
+      - name: landed_orders
+        meta:
+          changefeed_feed: true
+""",
+    "orders_consumer.sql": """{{ config(materialized='incremental',
+    incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
+    file_format='parquet') }}
+select e.shard_id, e.ulid, e.payload.id as id,
+    e.changefeed_batch as changefeed_feed_batch, {{ changefeed.feed_batch() }} as changefeed_batch
+from {{ source('landed', 'landed_orders') }} as e
+where {{ changefeed.feed_safe_point(source('landed', 'landed_orders'), 'e') }}
+{% if is_incremental() %}
+  and {{ changefeed.feed_cursor('e') }}
+{% endif %}
+""",
+}
+
+#: The dbt process: deps; two runs while the landing runs (from when the test writes
+#: ``landed``); once the test writes ``landing-stopped``, a last run, and the consumer's
+#: rows dumped to ``consumer.json``.
+DBT_PROCESS = """
+import json, sys, time
+from pathlib import Path
+from dbt.cli.main import dbtRunner
+
+work, project = Path(sys.argv[1]), sys.argv[2]
+common = ["--project-dir", project, "--profiles-dir", str(work), "--log-path",
+          str(work / "logs"), "--no-version-check"]
+def dbt(*args):
+    result = dbtRunner().invoke([*args, *common])
+    if not result.success:
+        raise SystemExit(f"dbt {args} failed: {result.exception or result.result}")
+dbt("deps")
+while not (work / "landed").exists():  # the test's go: the landed table exists
+    time.sleep(0.2)
+for n in (1, 2):
+    dbt("run")
+    (work / f"run-{n}").touch()
+while not (work / "landing-stopped").exists():
+    time.sleep(0.2)
+dbt("run")
+from pyspark.sql import SparkSession
+rows = SparkSession.builder.getOrCreate().sql(
+    "select shard_id, hex(ulid) from {schema}.orders_consumer").collect()
+(work / "consumer.json").write_text(json.dumps([[r[0], r[1]] for r in rows]))
+"""
+
+
+def _writer(uri: str, feed: str, stop: threading.Event) -> None:
+    """Transactions of 1 to 3 events, alternating shards, ~20 a second, until ``stop``."""
+    key, i = 1, 0
+    while not stop.is_set():
+        size = 1 + i % 3
+        kit.write_many_blocking(uri, feed, SHARDS[i % len(SHARDS)], key, size, size)
+        key, i = key + size, i + 1
+        time.sleep(0.05)
+
+
+def _wait_for(
+    predicate: Any, what: str, timeout: float, procs: list[subprocess.Popen[str]]
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        for proc in procs:
+            if proc.poll() is not None:
+                pytest.fail(f"{proc.args[:4]} exited ({proc.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout} s")
+        time.sleep(0.2)
+
+
+def _log(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    cli = [sys.executable, "-m", "changefeed.cli"]
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}{os.pathsep}{REPO}"}
+    env.pop("SPARK_CONF_DIR", None)
+    # The documented commands (docs/spark-source.md), in a fresh project directory.
+    command, export = sample("shared-catalog-init").strip().splitlines()
+    init = subprocess.run([*cli, *shlex.split(command)[1:]], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert init.returncode == 0, init.stderr[-3000:]
+    conf_dir = Path(export.removeprefix("export SPARK_CONF_DIR=").replace("$PWD", str(tmp_path)))
+    assert f"export SPARK_CONF_DIR={conf_dir}" in init.stdout
+    env["SPARK_CONF_DIR"] = str(conf_dir)
+    timings = {"init": time.monotonic() - started}
+
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    stop_writing = threading.Event()
+    writer = threading.Thread(target=_writer, args=(pg_uri, feed, stop_writing), daemon=True)
+    writer.start()
+
+    project = package_project(tmp_path / "project", "cf_shared_catalog", MODELS)
+    # The documented profile, under the test project's profile name and schema.
+    (documented,) = yaml.safe_load(sample("shared-catalog-profiles")).values()
+    output = {**documented["outputs"][documented["target"]], "schema": SCHEMA}
+    profile = {"target": "spark", "outputs": {"spark": output}}
+    (tmp_path / "profiles.yml").write_text(yaml.safe_dump({PROFILE: profile}))
+    env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(tmp_path / "dbt_packages")
+    land_log, dbt_log = tmp_path / "land.log", tmp_path / "dbt.log"
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        with land_log.open("w") as out:
+            landing = subprocess.Popen(
+                [*cli, "land", "--connection", pg_uri, "--feed", feed, "--table", LANDED,
+                 "--payload", "--continuous", "--interval", "2", "--poll", "0.5"],
+                env=env, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                start_new_session=True,
+            )  # fmt: skip
+        procs.append(landing)
+        with dbt_log.open("w") as out:
+            dbt_proc = subprocess.Popen(
+                [sys.executable, "-c", DBT_PROCESS.replace("{schema}", SCHEMA),
+                 str(tmp_path), str(project)],
+                env=env, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                start_new_session=True,
+            )  # fmt: skip
+        procs.append(dbt_proc)
+        _wait_for(lambda: ": batch 1," in _log(land_log), "first landed batch", 300, procs)
+        timings["first batch"] = time.monotonic() - started
+
+        (tmp_path / "landed").touch()
+        # Meanwhile a third process reads the landed table through the same catalog.
+        status = subprocess.run(
+            [*cli, "status", "--connection", pg_uri, "--feed", feed,
+             "--consumer", f"{feed}={LANDED}", "--format", "json"],
+            env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        )  # fmt: skip
+        assert status.returncode == 0, status.stderr[-3000:]
+        assert LANDED in status.stdout
+        timings["status"] = time.monotonic() - started
+        assert landing.poll() is None and dbt_proc.poll() is None, "both still running"
+
+        _wait_for(lambda: (tmp_path / "run-2").exists(), "second dbt run", 300, procs)
+        timings["dbt runs"] = time.monotonic() - started
+        stop_writing.set()
+        writer.join()
+        events = kit.feed_rows(pg_uri, feed)
+        landed_all = f"{len(events)} events"
+        # Caught up: a run that ended well after the last commit found nothing new (the
+        # landing prints that at most once per --interval, 2 s).
+        time.sleep(2.5)
+        mark = len(_log(land_log))
+        _wait_for(lambda: _caught_up(_log(land_log)[mark:]), "caught-up landing", 120, [landing])
+        landing.send_signal(signal.SIGINT)
+        assert landing.wait(60) == 0, _log(land_log)[-3000:]
+        (tmp_path / "landing-stopped").touch()
+        assert dbt_proc.wait(240) == 0, _log(dbt_log)[-5000:]
+        timings["total"] = time.monotonic() - started
+    finally:
+        stop_writing.set()
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        subprocess.run([*cli, "catalog", "stop"], env=env, cwd=tmp_path, capture_output=True,
+                       timeout=60)  # fmt: skip
+
+    dumped = json.loads((tmp_path / "consumer.json").read_text())
+    consumed = Counter((int(shard), ulid.lower()) for shard, ulid in dumped)
+    source = Counter((shard, ulid.hex()) for shard, ulid, *_ in events)
+    assert max(consumed.values()) == 1, "an event consumed twice"
+    assert consumed == source, f"consumer != source ({landed_all})"
+    print({k: round(v, 1) for k, v in timings.items()}, landed_all)
+
+
+def _caught_up(log: str) -> bool:
+    """The landing's last line in ``log`` says it found nothing new."""
+    lines = [line for line in log.splitlines() if f"{LANDED}:" in line]
+    return bool(lines) and "nothing new" in lines[-1]
