@@ -57,6 +57,7 @@ SPARK_LANE = (
     "tests/sqlserver_live/test_spark_source_live.py",
     "tests/test_spark_retention.py",
     "tests/test_landing_continuous.py",
+    "tests/test_getting_started.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.
