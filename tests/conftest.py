@@ -59,6 +59,7 @@ SPARK_LANE = (
     "tests/test_landing_continuous.py",
     "tests/test_udfs_older_pyspark.py",
     "tests/test_shared_catalog.py",
+    "tests/test_getting_started.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.

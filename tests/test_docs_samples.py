@@ -47,9 +47,26 @@ HERE = "tests/test_docs_samples.py"
 FRESHNESS = "tests/test_spark_freshness.py"
 RETENTION = "tests/test_spark_retention.py"
 SHARED_CATALOG = "tests/test_shared_catalog.py::test_landing_dbt_and_status_share_one_catalog"
+GETTING_STARTED = "tests/test_getting_started.py"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
+    "getting-started-layout": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-install": f"{GETTING_STARTED}::test_install_names_the_make_targets_and_the_venv",  # noqa: E501
+    "getting-started-table": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-pg-profiles": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-pg-project": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-packages": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-setup": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-writes": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-catalog": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-land": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-spark-profiles": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-spark-project": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-sources": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-events": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-current": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-run": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "readme-commands": f"{HERE}::test_readme_commands_are_the_make_targets",
     "testing-tiers": f"{HERE}::test_testing_tiers_are_make_targets_and_select_tests",
     "readme-demo-summary": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",

@@ -277,7 +277,8 @@ def _server(catalog: Catalog) -> Any:
         from pgserver.utils import ensure_user_exists
     except ImportError:
         raise CatalogError(
-            "the shared catalog's embedded PostgreSQL needs pgserver: pip install pgserver"
+            "the shared catalog's embedded PostgreSQL needs pgserver: pip install "
+            "'changefeed[spark]' (or pgserver)"
         ) from None
     pgdata = catalog.pgdata.resolve()
     pgdata.mkdir(parents=True, exist_ok=True)

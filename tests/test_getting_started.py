@@ -1,0 +1,166 @@
+"""docs/getting-started.md, followed as a new user would: two dbt projects in a temporary
+folder outside this repository, built from the page's own blocks, its commands run as
+written (with the environment the page tells the reader to set), twice, with new writes in
+between; then every event is in the consumer exactly once and the current-state model
+equals the application's table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from tests.support.doc_blocks import sample
+from tests.support.spark_source import feed_rows
+
+pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+#: Reads the two models through the shared catalog (SPARK_CONF_DIR), as JSON.
+DUMP = """
+import json
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+def rows(sql):
+    return [[v.hex() if isinstance(v, (bytes, bytearray)) else (str(v) if v is not None and
+             not isinstance(v, (int, bool, str)) else v) for v in r]
+            for r in spark.sql(sql).collect()]
+print(json.dumps({
+    "events": rows("select shard_id, ulid, order_id, status, amount from analytics.order_events"),
+    "current": rows("select order_id, payload.status, payload.amount, changefeed_deleted "
+                    "from analytics.orders_current"),
+}))
+"""
+
+
+def file_of(block: str) -> tuple[str, str]:
+    """A block whose first line is ``# dir/file`` or ``-- dir/file``: that path and the text."""
+    first = block.splitlines()[0]
+    found = re.match(r"^(?:#|--) (\S+)", first)
+    assert found, first
+    return found.group(1), block
+
+
+def write_file(root: Path, block: str) -> None:
+    path, text = file_of(block)
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def shell(root: Path, text: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", text], cwd=root, env=env,
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def shop(pg_server: Any, pg_uri: str) -> str:
+    """The database ``shop`` of the page, on the embedded server."""
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("drop database if exists shop with (force)")
+        conn.execute("create database shop")
+    return re.sub(r"/postgres\?", "/shop?", pg_uri, count=1)
+
+
+def test_install_names_the_make_targets_and_the_venv() -> None:
+    """The install block is not run here (make test has just done it): its targets exist
+    and the venv it activates is the one make creates."""
+    text = sample("getting-started-install")
+    assert text.splitlines() == ["make -C changefeed venv jars", ". changefeed/.venv/bin/activate"]
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^venv: ", makefile, re.M) and re.search(r"^jars: ", makefile, re.M)
+    assert re.search(r"^VENV \?= \.venv$", makefile, re.M)
+
+
+@pytest.mark.timeout(1800)  # six Spark processes one after the other (about 3 min quiet)
+def test_the_page_end_to_end_twice(
+    shop: str, pg_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp("getting-started")
+    assert REPO not in root.parents  # outside the repository, as a user's projects are
+    (root / "changefeed").symlink_to(REPO)
+    socket_dir = re.search(r"host=([^&]+)", shop)
+    assert socket_dir
+    env = {
+        **os.environ,
+        # `. changefeed/.venv/bin/activate`: the venv's commands first
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "VIRTUAL_ENV": str(BIN.parent),
+        "PYTHONPATH": str(REPO / "python"),
+        "PGHOST": socket_dir.group(1),
+        "PGUSER": "postgres",
+        "CHANGEFEED_CONNECTION": shop,
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    }
+    env.pop("SPARK_CONF_DIR", None)
+
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute(sample("getting-started-table"))
+    for block in (
+        sample("getting-started-pg-profiles"),
+        sample("getting-started-pg-project"),
+        sample("getting-started-spark-profiles"),
+        sample("getting-started-spark-project"),
+        sample("getting-started-sources"),
+        sample("getting-started-events"),
+        sample("getting-started-current"),
+    ):
+        write_file(root, block)
+    packages = sample("getting-started-packages")
+    for project in ("shop_feeds", "shop_analytics"):
+        (root / project / "packages.yml").write_text(packages)
+    layout = sample("getting-started-layout")
+    for line in layout.splitlines()[1:]:
+        assert (root / line.split()[0]).is_dir(), line
+
+    shell(root, sample("getting-started-setup"), env)
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute(sample("getting-started-writes"))
+
+    catalog = sample("getting-started-catalog")
+    shell(root, catalog, env)
+    # The export of the catalog block, for the later blocks (each runs in a shell of its own).
+    conf_dir = root / ".changefeed" / "catalog" / "conf"
+    assert f"export SPARK_CONF_DIR=$PWD/{conf_dir.relative_to(root)}" in catalog
+    env["SPARK_CONF_DIR"] = str(conf_dir)
+    try:
+        landed = shell(root, sample("getting-started-land"), env)
+        assert "landing.shop_orders: batch 1, 3 events" in landed, landed
+        shell(root, sample("getting-started-run"), env)
+
+        # More writes, a delete among them: land again, run again.
+        with psycopg.connect(shop, autocommit=True) as conn:
+            conn.execute("insert into shop.orders values (3, 'new', 7.25)")
+            conn.execute("update shop.orders set status = 'shipped' where order_id = 1")
+            conn.execute("delete from shop.orders where order_id = 2")
+        landed = shell(root, sample("getting-started-land"), env)
+        assert "landing.shop_orders: batch 2, 3 events" in landed, landed
+        shell(root, sample("getting-started-run"), env)
+        dumped = shell(root, f"python - <<'EOF'\n{DUMP}\nEOF", env)
+    finally:
+        shell(root, "changefeed catalog stop --dir .changefeed/catalog", env)
+    result = json.loads(dumped.strip().splitlines()[-1])
+
+    events = [(r[0], r[1], r[2]) for r in result["events"]]
+    assert Counter(events).most_common(1)[0][1] == 1  # no duplicates
+    expected = [(s, u.hex(), k) for s, u, k in feed_rows(shop, "shop.orders")]
+    assert sorted(events) == sorted(expected) and len(events) == 6
+    with psycopg.connect(shop) as conn:
+        source = conn.execute("select order_id, status, amount::text from shop.orders").fetchall()
+    current = {r[0]: r for r in result["current"]}
+    assert sorted((k, r[1], r[2]) for k, r in current.items() if not r[3]) == sorted(source)
+    assert current[2][3] is True  # the deleted order
