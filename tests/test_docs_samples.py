@@ -46,6 +46,7 @@ BIN = Path(sys.executable).parent
 HERE = "tests/test_docs_samples.py"
 FRESHNESS = "tests/test_spark_freshness.py"
 RETENTION = "tests/test_spark_retention.py"
+RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
@@ -65,6 +66,8 @@ REGISTRY: dict[str, str] = {
     "spark-retention-dbt": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
     "spark-retention-behind": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
     "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
+    "operations-retention-spark": f"{RETENTION}::{RETENTION_CLI}",
+    "operations-retention-spark-output": f"{RETENTION}::{RETENTION_CLI}",
     "python-api-ulid": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-local": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sqlserver": f"{HERE}::test_python_api_sqlserver_sample",

@@ -223,7 +223,7 @@ def test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read(
     for name in (table, out, plain):
         spark.sql(f"drop table if exists {name}")
     for n in range(1, 4):
-        land(spark, table, [(0, n, 3)])
+        land(spark, table, [(0, n, 10)])  # ten days old: docs' --max-age 7d removes them
     frame = spark.createDataFrame(
         [(0, ulid(1, 0, 1), 1)], "shard_id int, ulid binary, changefeed_feed_batch bigint"
     )
@@ -255,12 +255,22 @@ def test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read(
     assert code == 1 and "--consumer name the consumers of a Spark feed table" in err, err
     assert batches(spark, table) == [1, 2, 3], "nothing removed by a refused run"
 
-    code, printed, err = cli("--spark-table", table, "--max-age", "1d", "--consumer", out)
+    # The documented command, on this module's tables and session.
+    argv = shlex.split(sample("operations-retention-spark").replace("\\\n", " "))
+    assert argv[:4] == ["changefeed", "retention", "--spark-table", "landing.orders_feed"]
+    argv = [table if a == "landing.orders_feed" else out if a == "analytics.orders_current"
+            else a for a in argv[4:]]  # fmt: skip
+    assert argv[-2:] == ["--warehouse", "spark-warehouse"]
+    code, printed, err = cli("--spark-table", table, *argv[:-2])
     assert code == 0, err
     assert printed == (
         f"{table}: removed 1 batch(es); keeps batches 2 to 3 (horizon 1); kept 1 more for "
         f"consumer {out}, which has not read them (--override-consumers removes them)\n"
     )
+    documented = sample("operations-retention-spark-output").strip()
+    documented = documented.replace("landing.orders_feed", table)
+    documented = documented.replace("analytics.orders_current", out)
+    assert re.sub(r"\d+", "N", printed.strip()) == re.sub(r"\d+", "N", documented)
     code, printed, err = cli("--spark-table", table, "--keep-last", "0", "--consumer", out,
                              "--override-consumers", "--json")  # fmt: skip
     assert code == 0, err
