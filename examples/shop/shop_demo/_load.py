@@ -72,6 +72,12 @@ class LoadStats:
     retried: int = 0
     events: dict[str, int] = field(default_factory=lambda: {"shop.orders": 0, "shop.payments": 0})
     errors: list[str] = field(default_factory=list)
+    #: feed -> key -> wall-clock times (time.time()) at which this run's transactions that
+    #: wrote an event of the key returned from COMMIT, in commit order: what the demo's
+    #: committed -> landed latency is measured from.
+    commits: dict[str, dict[int, list[float]]] = field(
+        default_factory=lambda: {"shop.orders": {}, "shop.payments": {}}
+    )
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -258,9 +264,10 @@ class LoadGenerator:
             (feed, shard, key, amount, self.run),
         )
 
-    def _count(self, feed: str, events: int = 1) -> None:
+    def _count(self, feed: str, key: int, committed_at: float) -> None:
         with self.stats.lock:
-            self.stats.events[feed] += events
+            self.stats.events[feed] += 1
+            self.stats.commits[feed].setdefault(key, []).append(committed_at)
 
     def _new_order(
         self, conn: Any, orders: Any, shard: int, rng: random.Random, rollback: bool, pause: float
@@ -280,7 +287,7 @@ class LoadGenerator:
             time.sleep(pause)
             if rollback:
                 raise _Rollback([("shop.orders", order_id, True)])
-        self._count("shop.orders")
+        self._count("shop.orders", order_id, time.time())
         self.pool.add("created", shard, order_id)
 
     def _pay(
@@ -319,8 +326,9 @@ class LoadGenerator:
         except BaseException:
             self.pool.add("created", shard, order_id)
             raise
-        self._count("shop.orders")
-        self._count("shop.payments")
+        committed_at = time.time()
+        self._count("shop.orders", order_id, committed_at)
+        self._count("shop.payments", payment_id, committed_at)
         self.pool.add("paid", shard, order_id)
 
     def _ship(
@@ -341,7 +349,7 @@ class LoadGenerator:
         except BaseException:
             self.pool.add("paid", shard, order_id)
             raise
-        self._count("shop.orders")
+        self._count("shop.orders", order_id, time.time())
         self.pool.add("shipped", shard, order_id)
 
     def _refund(
@@ -365,4 +373,4 @@ class LoadGenerator:
                     raise _Rollback([("shop.payments", payment_id, True)])
         finally:
             self.pool.add("shipped", shard, order_id)
-        self._count("shop.payments")
+        self._count("shop.payments", payment_id, time.time())
