@@ -48,6 +48,7 @@ FRESHNESS = "tests/test_spark_freshness.py"
 RETENTION = "tests/test_spark_retention.py"
 SHARED_CATALOG = "tests/test_shared_catalog.py::test_landing_dbt_and_status_share_one_catalog"
 GETTING_STARTED = "tests/test_getting_started.py"
+RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
@@ -85,6 +86,8 @@ REGISTRY: dict[str, str] = {
     "shared-catalog-init": SHARED_CATALOG,
     "shared-catalog-profiles": SHARED_CATALOG,
     "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
+    "operations-retention-spark": f"{RETENTION}::{RETENTION_CLI}",
+    "operations-retention-spark-output": f"{RETENTION}::{RETENTION_CLI}",
     "python-api-ulid": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-local": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sqlserver": f"{HERE}::test_python_api_sqlserver_sample",

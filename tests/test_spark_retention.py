@@ -10,6 +10,8 @@ a killed run leaves a contiguous feed. (A landing across retention: tests/test_l
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 import time
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from tests.support.doc_blocks import sample
 from tests.support.real_parts import unavailable
 
 from changefeed._jars import ICEBERG_CATALOG
+from changefeed.cli import main
 from changefeed.spark.feedtable import (
     FellBehindRetention,
     check_cursor,
@@ -207,6 +210,74 @@ def test_arguments_are_checked_first(arguments: dict[str, Any], message: str) ->
     arguments = {"consumers": [], **arguments}
     with pytest.raises(ValueError, match=message):
         retain(None, f"{SCHEMA}.ret_not_touched", **arguments)
+
+
+def test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read(
+    spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``changefeed retention --spark-table`` in process, on this module's session
+    (``--spark existing``): refused without the consumers or with bad input, then the
+    consumer's cursor holds until overridden."""
+    table, out, plain = (f"{SCHEMA}.ret_cli", f"{SCHEMA}.ret_cli_out", f"{SCHEMA}.ret_cli_plain")
+    spark.sql(f"create database if not exists {SCHEMA}")
+    for name in (table, out, plain):
+        spark.sql(f"drop table if exists {name}")
+    for n in range(1, 4):
+        land(spark, table, [(0, n, 10)])  # ten days old: docs' --max-age 7d removes them
+    frame = spark.createDataFrame(
+        [(0, ulid(1, 0, 1), 1)], "shard_id int, ulid binary, changefeed_feed_batch bigint"
+    )
+    write_batch(spark, out, frame)  # a consumer that has read batch 1
+    spark.sql(f"create table {plain} (a int) using parquet")
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        code = main(["retention", "--spark", "existing", *args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    refused = [
+        ((), r"which tables consume .*--consumer schema\.table .*--no-consumers"),
+        (("--max-age", "7x", "--no-consumers"), r"--max-age '7x' is not an age"),
+        (("--connection", "postgresql://x@y/z", "--no-consumers"),
+         r"--connection and --spark-table do not go together"),
+        (("--no-consumers", "--consumer", out), r"--no-consumers says the feed has no consumer"),
+    ]  # fmt: skip
+    for extra, message in refused:
+        code, printed, err = cli("--spark-table", table, "--keep-last", "0", *extra)
+        assert (code, printed) == (1, ""), (extra, err)
+        assert re.search(r"^changefeed retention: error: " + message, err), (extra, err)
+    not_feeds = [(f"{SCHEMA}.ret_cli_none", "there is no table"),
+                 (plain, "is not a Spark feed table: it has no column shard_id")]  # fmt: skip
+    for missing, message in not_feeds:
+        code, _, err = cli("--spark-table", missing, "--keep-last", "0", "--no-consumers")
+        assert code == 1 and message in err, err
+    code, _, err = cli("--feed", "shop.orders", "--consumer", out, "--keep-last", "0")
+    assert code == 1 and "--consumer name the consumers of a Spark feed table" in err, err
+    assert batches(spark, table) == [1, 2, 3], "nothing removed by a refused run"
+
+    # The documented command, on this module's tables and session.
+    argv = shlex.split(sample("operations-retention-spark").replace("\\\n", " "))
+    assert argv[:4] == ["changefeed", "retention", "--spark-table", "landing.orders_feed"]
+    argv = [table if a == "landing.orders_feed" else out if a == "analytics.orders_current"
+            else a for a in argv[4:]]  # fmt: skip
+    assert argv[-2:] == ["--warehouse", "spark-warehouse"]
+    code, printed, err = cli("--spark-table", table, *argv[:-2])
+    assert code == 0, err
+    assert printed == (
+        f"{table}: removed 1 batch(es); keeps batches 2 to 3 (horizon 1); kept 1 more for "
+        f"consumer {out}, which has not read them (--override-consumers removes them)\n"
+    )
+    documented = sample("operations-retention-spark-output").strip()
+    documented = documented.replace("landing.orders_feed", table)
+    documented = documented.replace("analytics.orders_current", out)
+    assert re.sub(r"\d+", "N", printed.strip()) == re.sub(r"\d+", "N", documented)
+    code, printed, err = cli("--spark-table", table, "--keep-last", "0", "--consumer", out,
+                             "--override-consumers", "--json")  # fmt: skip
+    assert code == 0, err
+    (done,) = json.loads(printed)
+    assert (done["removed_batches"], done["horizon"], done["oldest_batch"]) == (1, 2, 3)
+    assert (done["held_for_head"], done["head_shard"]) == (0, None)
+    assert batches(spark, table) == [3] and feed_horizon(spark, table) == 2
 
 
 class _KilledAfter:

@@ -4,10 +4,11 @@ An embedded PostgreSQL plays the shop's OLTP database. dbt-postgres
 (examples/shop/oltp) creates its ``orders`` and ``payments`` tables and their feeds
 (orders in blocking mode, payments in outbox mode). Writer threads run concurrent
 transactions on several shards, some long and some rolled back, while Spark lands both
-feeds (:func:`changefeed.spark.landing.land`) and dbt-spark (examples/shop/analytics) builds
-incremental models on them. After a read barrier on every shard, a final landing and
-dbt run, the exactly-once check compares Spark with the committed events recorded in
-PostgreSQL.
+feeds continuously (:func:`changefeed.spark.landing.land_continuously`) and dbt-spark
+(examples/shop/analytics) builds incremental models on them. After a read barrier on
+every shard, a final landing run and dbt run, the exactly-once check compares Spark with
+the committed events recorded in PostgreSQL, and the summary shows each feed's latency
+from an event's commit to its landing.
 
 State lives in ``.demo/`` (PostgreSQL data, Spark warehouse and metastore, dbt dirs,
 the report), so a second run continues where the first stopped::
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cycle",
         type=float,
         default=None,
-        help="seconds between landings while the load runs (default 15, or CHANGEFEED_DEMO_CYCLE)",
+        help="seconds between dbt runs while the load runs; the landing is continuous "
+        "(default 15, or CHANGEFEED_DEMO_CYCLE)",
     )
     parser.add_argument("--writers", type=int, default=6, help="writer threads (default 6)")
     parser.add_argument("--shards", type=int, default=4, help="shards per feed (default 4)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import threading
 import time
 import warnings
@@ -18,6 +17,7 @@ from shop_demo._chart import Series, line_chart, report_html
 from shop_demo._check import CheckResult, run_check
 from shop_demo._dbt import DbtProject, postgres_output, spark_session_output
 from shop_demo._errors import DemoError
+from shop_demo._landing import INTERVAL, POLL, FeedLanding, LandedBatch, event_latencies, percentile
 from shop_demo._layout import ANALYTICS_SCHEMA, EXAMPLE_DIR, FEEDS, DemoLayout
 from shop_demo._load import LoadGenerator
 from shop_demo._progress import Progress
@@ -42,11 +42,14 @@ class Metrics:
     started_wall: float = 0.0
     started: float = 0.0
     samples: list[tuple[float, int, int]] = field(default_factory=list)
-    landings: list[dict[str, Any]] = field(default_factory=list)
+    landings: list[LandedBatch] = field(default_factory=list)
+    #: feed -> batch -> the committed -> landed latency (s) of each of its events
+    latencies: dict[str, dict[int, list[float]]] = field(default_factory=dict)
     dbt_runs: list[dict[str, Any]] = field(default_factory=list)
 
     def at(self) -> float:
-        return time.monotonic() - self.started
+        # Before the load (a backlog the landings land on their first run): its start.
+        return time.monotonic() - self.started if self.started else 0.0
 
 
 def start_postgres(layout: DemoLayout) -> tuple[str, Any]:
@@ -88,8 +91,8 @@ class Demo:
         self.consumed_now: dict[str, int] = {}
         self.landed_now: dict[str, int] = {}
         self.batches: dict[str, list[int]] = {feed: [] for feed in FEEDS}
-        self.landing_seconds = 0.0
-        self._pending_first_ms: list[int] = []
+        self.landings: dict[str, FeedLanding] = {}
+        self._landed_lock = threading.Lock()
 
     # -- the run -----------------------------------------------------------------------
 
@@ -161,23 +164,11 @@ class Demo:
             spark_session_output(ANALYTICS_SCHEMA),
         )
 
-        say(
-            f"load: {self.options.writers} writers, ~{self.options.rate:g} transactions/s on "
-            f"{self.options.shards} shards for {self.options.duration:g} s; landing and dbt "
-            f"every {self.options.cycle:g} s"
-        )
         self._mark_running()
-        self.metrics.started = time.monotonic()
-        self.metrics.started_wall = time.time()
         sampler_stop = threading.Event()
         sampler = threading.Thread(target=self._sample, args=(generator, sampler_stop), daemon=True)
-        generator.start()
-        sampler.start()
-        # The load stops on time, whatever the landing loop is doing.
         timer = threading.Timer(self.options.duration, generator.stop)
         timer.daemon = True
-        timer.start()
-        self.progress.set_status(lambda: self._status_line(generator))
         interrupted = False
         try:
             self.progress.set_activity("starting Spark")
@@ -185,11 +176,41 @@ class Demo:
             say(f"Spark: ready after {time.monotonic() - spark_started:.1f} s")
             self.progress.set_activity("reading what earlier runs landed and consumed")
             self._baseline()
-            # A cycle starts every `cycle` seconds from the start of the load (right away if
-            # one is overdue, e.g. when Spark took longer to start).
+            # The load starts once both landings have done their first run (it reads the
+            # table and starts Spark's Python workers), so every event's latency is the
+            # continuous landing's, not the wait for Spark to start.
+            self.progress.set_activity("starting the continuous landings")
+            self._start_landings()
+            with self.progress.step(
+                "warm-up: landing one order and its payment before the load",
+                "warm-up",
+            ):
+                # A Spark session's first batch write is its slowest: not a measured one.
+                generator.warm_up()
+                warmed = time.monotonic()
+                for landing in self.landings.values():
+                    landing.wait_for_a_run_started_after(warmed, timeout=300.0)
+            say(
+                f"landing continuously: each feed every {POLL:g} s looks for new events and "
+                f"lands them, at most one batch per {INTERVAL:g} s "
+                f"(changefeed land --continuous --interval {INTERVAL:g} --poll {POLL:g})"
+            )
+            say(
+                f"load: {self.options.writers} writers, ~{self.options.rate:g} transactions/s "
+                f"on {self.options.shards} shards for {self.options.duration:g} s; dbt every "
+                f"{self.options.cycle:g} s"
+            )
+            self.metrics.started = time.monotonic()
+            self.metrics.started_wall = time.time()
+            generator.start()
+            sampler.start()
+            # The load stops on time, whatever the dbt loop is doing.
+            timer.start()
+            self.progress.set_status(lambda: self._status_line(generator))
+            # A cycle starts every `cycle` seconds from the start of the load.
             next_cycle = self.metrics.started + self.options.cycle
             while generator.running:
-                self.progress.set_activity("waiting for the next landing")
+                self.progress.set_activity("landing continuously; waiting for the next dbt run")
                 while generator.running and time.monotonic() < next_cycle:
                     time.sleep(0.2)
                 if generator.running:
@@ -204,11 +225,15 @@ class Demo:
             load_seconds = min(self.metrics.at(), generator.stopped_at - self.metrics.started)
             self.load_seconds = load_seconds
             sampler_stop.set()
-            sampler.join(2.0)
-            self._sample_once(generator)
+            if sampler.is_alive():
+                sampler.join(2.0)
+            if self.metrics.started:
+                self._sample_once(generator)
             self.progress.set_status(None)
             self.progress.set_activity("")
         if interrupted:
+            for landing in self.landings.values():
+                landing.stop()
             say("interrupted: nothing is lost; `make demo` continues from here")
             return 130
         load = generator.stats.snapshot()
@@ -227,8 +252,24 @@ class Demo:
             "barrier",
         ):
             self._barriers()
-        with self.progress.step("final landing and dbt run", "final landing"):
+        barrier_done = time.monotonic()
+        with self.progress.step(
+            "final landing: a run of each landing that started after the barrier", "landing"
+        ):
+            for landing in self.landings.values():
+                landing.wait_for_a_run_started_after(barrier_done, timeout=300.0)
+            for landing in self.landings.values():
+                landing.stop()
+        with self.progress.step("final dbt run", "dbt"):
             self._cycle(analytics)
+        self.progress.set_activity("measuring each event's committed -> landed latency")
+        for feed, (_mode, table, key) in FEEDS.items():
+            during_load = [b for b in self.landings[feed].batches
+                           if b.committed_at >= self.metrics.started_wall]  # fmt: skip
+            self.metrics.latencies[feed] = event_latencies(
+                self.spark, table, key, during_load, generator.stats.commits[feed]
+            )
+        self.progress.set_activity("")
         with self.progress.step("exactly-once check (PostgreSQL audit tables vs Spark)", "check"):
             import psycopg
 
@@ -264,57 +305,46 @@ class Demo:
         self.consumed_before = consumed_totals(self.spark)
         self.consumed_now = dict(self.consumed_before)
 
-    def _cycle(self, analytics: DbtProject) -> None:
-        from shop_demo._spark import batch_stats, consumed_totals, land_feed
-
+    def _start_landings(self) -> None:
         for feed, (_mode, table, _key) in FEEDS.items():
-            self.progress.set_activity(f"landing {feed} into {table}")
-            result = land_feed(self.spark, self.uri, feed, table)
-            self.landing_seconds += result.seconds
-            if result.batch is None:
-                self.progress.say(f"landed {feed}: nothing new ({result.seconds:.1f} s)")
-                continue
-            stats = batch_stats(self.spark, table, result.batch, time.time())
-            landed_ms = stats.landed_at * 1000
-            self.batches[feed].append(result.batch)
-            self.landed_now[feed] += stats.events
-            self._pending_first_ms.append(stats.first_ms)
-            self.progress.say(
-                f"landed {feed} into {table}: batch {result.batch}, {stats.events:,} events "
-                f"in {result.seconds:.1f} s"
-            )
-            self.metrics.landings.append(
-                {
-                    "t": self.metrics.at(),
-                    "cycle": len(self.metrics.dbt_runs),
-                    "feed": feed,
-                    "batch": result.batch,
-                    "events": stats.events,
-                    "seconds": result.seconds,
-                    "lag_p50": max(0.0, (landed_ms - stats.median_ms) / 1000),
-                    "lag_max": max(0.0, (landed_ms - stats.first_ms) / 1000),
-                }
-            )
+            landing = FeedLanding(self.spark, self.uri, feed, table, self.metrics.at,
+                                  self._on_batch)  # fmt: skip
+            self.landings[feed] = landing
+            landing.start()
+        for landing in self.landings.values():
+            landing.wait_for_a_run_started_after(-float("inf"), timeout=300.0)
+
+    def _on_batch(self, landed: LandedBatch) -> None:
+        """Called by the landing threads for each batch they commit."""
+        with self._landed_lock:
+            self.batches[landed.feed].append(landed.batch)
+            self.landed_now[landed.feed] += landed.events
+            self.metrics.landings.append(landed)
+
+    def _cycle(self, analytics: DbtProject) -> None:
+        from shop_demo._spark import consumed_totals
+
         self.progress.set_activity(
             "dbt run (examples/shop/analytics: order_updates, "
             "payments_hourly, current_orders, revenue_per_hour)"
         )
         started = time.monotonic()
+        started_wall = time.time()
         analytics.invoke(["run"])
-        done_ms = time.time() * 1000
         self.consumed_now = consumed_totals(self.spark)
         self.progress.say(
-            f"dbt run: done in {time.monotonic() - started:.1f} s; consumed so far: "
+            f"dbt run: done in {time.monotonic() - started:.1f} s; landed so far: "
+            + ", ".join(f"{feed} {n:,}" for feed, n in self.landed_now.items())
+            + "; consumed so far: "
             + ", ".join(f"{feed} {n:,}" for feed, n in self.consumed_now.items())
         )
-        lag = max(((done_ms - ms) / 1000 for ms in self._pending_first_ms), default=0.0)
-        self._pending_first_ms = []
         self.metrics.dbt_runs.append(
             {
                 "t": self.metrics.at(),
                 "seconds": time.monotonic() - started,
+                "started_wall": started_wall,
+                "done_wall": time.time(),
                 "consumed": dict(self.consumed_now),
-                "lag_max": max(0.0, lag),
             }
         )
         self.progress.set_activity("")
@@ -393,23 +423,32 @@ class Demo:
             f"{totals['consumed']:>10,}"
         )
         txns = load["transactions"]
-        landings = len(self.metrics.dbt_runs)
         lines.append(
             f"throughput: {totals['written'] / load_seconds:,.1f} events/s written "
             f"({txns:,} transactions in {load_seconds:.0f} s, {txns / load_seconds:.1f}/s; "
             f"{load['rolled_back']} rolled back, {load['long']} long); "
-            f"{landings} landing+dbt cycles, {self.landing_seconds / max(landings, 1):.1f} s "
-            "of landing each"
+            f"{len(self.metrics.landings)} batches landed continuously, "
+            f"{len(self.metrics.dbt_runs)} dbt runs"
         )
-        lags = self.metrics.landings
-        if lags:
-            p50 = statistics.median(x["lag_p50"] for x in lags)
-            worst = max(x["lag_max"] for x in lags)
-            model_lag = max((x["lag_max"] for x in self.metrics.dbt_runs), default=0.0)
+        lines.append(
+            f"latency, event committed -> landed in Spark (--continuous --interval "
+            f"{INTERVAL:g} --poll {POLL:g}; bar at 1,000 events/s: p50 <= 2 s, p99 <= 5 s):"
+        )
+        for feed in FEEDS:
+            measured = [x for v in self.metrics.latencies.get(feed, {}).values() for x in v]
+            if measured:
+                lines.append(
+                    f"  {feed:<15}p50 {percentile(measured, 0.5):.2f} s, "
+                    f"p99 {percentile(measured, 0.99):.2f} s, max {max(measured):.2f} s "
+                    f"({len(measured):,} events)"
+                )
+            else:
+                lines.append(f"  {feed:<15}no event measured (nothing committed this run)")
+        model_lag = max((x["lag_max"] for x in self._dbt_lags()), default=None)
+        if model_lag is not None:
             lines.append(
-                f"lag: event written -> landed in Spark: median {p50:.1f} s, max {worst:.1f} s; "
-                f"-> in the dbt models: max {model_lag:.1f} s (landing every "
-                f"{self.options.cycle:g} s)"
+                f"latency, event committed -> in the dbt models: max {model_lag:.1f} s "
+                f"(dbt every {self.options.cycle:g} s)"
             )
         behind = sum(f.committed - f.consumed for f in check.feeds.values())
         lines.append(
@@ -491,19 +530,16 @@ class Demo:
             t1, o1, p1 = samples[i]
             if t1 > t0:
                 written.append((t1, ((o1 + p1) - (o0 + p0)) / (t1 - t0)))
+        # Landed: events of both feeds per 5 s window, as the written series.
         landed: list[tuple[float, float]] = []
-        previous_t = 0.0
-        # One point per landing cycle: the events of both feeds over the time since the last.
-        by_cycle: dict[int, tuple[float, int]] = {}
+        windows: dict[int, int] = {}
         for entry in self.metrics.landings:
-            t, events = by_cycle.get(entry["cycle"], (0.0, 0))
-            by_cycle[entry["cycle"]] = (max(t, entry["t"]), events + entry["events"])
-        for _cycle, (t, events) in sorted(by_cycle.items()):
-            landed.append((t, events / max(t - previous_t, 1.0)))
-            previous_t = t
+            windows[int(entry.t // window)] = windows.get(int(entry.t // window), 0) + entry.events
+        for index in range(max(windows, default=-1) + 1):
+            landed.append(((index + 1) * window, windows.get(index, 0) / window))
         x_max = max(
             [t for t, _o, _p in samples]
-            + [x["t"] for x in self.metrics.landings]
+            + [x.t for x in self.metrics.landings]
             + [x["t"] for x in self.metrics.dbt_runs]
             + [1.0]
         )
@@ -519,32 +555,34 @@ class Demo:
             x_max=x_max,
             marks=marks,
         )
-        # Both feeds' landings share the lag series: each point names its feed and batch.
-        landing_labels = [
-            f"{x['feed']} batch {x['batch']}" if x["batch"] is not None else f"{x['feed']}"
+        # Both feeds' batches share the latency series: each point names its feed and batch.
+        measured = [
+            (x, self.metrics.latencies.get(x.feed, {}).get(x.batch, []))
             for x in self.metrics.landings
         ]
+        measured = [(x, sorted(v)) for x, v in measured if v]
+        labels = [f"{x.feed} batch {x.batch}, {len(v)} events" for x, v in measured]
         lag = line_chart(
-            "Lag",
+            "Latency",
             [
                 Series(
-                    "written -> Spark, median",
+                    "committed -> landed in Spark, median of the batch",
                     "#ff7f0e",
-                    [(x["t"], x["lag_p50"]) for x in self.metrics.landings],
+                    [(x.t, percentile(v, 0.5)) for x, v in measured],
                     markers=True,
-                    labels=landing_labels,
+                    labels=labels,
                 ),
                 Series(
-                    "written -> Spark, max",
+                    "committed -> landed in Spark, max of the batch",
                     "#d62728",
-                    [(x["t"], x["lag_max"]) for x in self.metrics.landings],
+                    [(x.t, v[-1]) for x, v in measured],
                     markers=True,
-                    labels=landing_labels,
+                    labels=labels,
                 ),
                 Series(
-                    "written -> dbt models, max",
+                    "committed -> dbt models, max",
                     "#9467bd",
-                    [(x["t"], x["lag_max"]) for x in self.metrics.dbt_runs],
+                    [(x["t"], x["lag_max"]) for x in self._dbt_lags()],
                     dashed=True,
                     markers=True,
                 ),
@@ -555,6 +593,24 @@ class Demo:
             marks=marks,
         )
         return [throughput, lag]
+
+    def _dbt_lags(self) -> list[dict[str, float]]:
+        """Per dbt run, the longest an event it consumed waited from its commit to the
+        run's end: its events are those of the batches landed before it started and
+        after the previous run started."""
+        lags = []
+        previous = -float("inf")
+        for run in self.metrics.dbt_runs:
+            commits = [
+                x.committed_at - latency
+                for x in self.metrics.landings
+                if previous <= x.committed_at < run["started_wall"]
+                for latency in self.metrics.latencies.get(x.feed, {}).get(x.batch, [])
+            ]
+            previous = run["started_wall"]
+            if commits:
+                lags.append({"t": run["t"], "lag_max": run["done_wall"] - min(commits)})
+        return lags
 
 
 class _Background:

@@ -1,19 +1,13 @@
-"""The Spark side of the demo: a local session with a persistent metastore, landing,
-and small queries for the progress lines, the chart and the check."""
+"""The Spark side of the demo: a local session with a persistent metastore, and small
+queries for the progress lines (the landing: _landing.py)."""
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from shop_demo._errors import DemoError
 from shop_demo._layout import DemoLayout
-
-#: ULID -> epoch milliseconds in Spark SQL (the first 6 bytes, big-endian).
-ULID_MS = "cast(conv(hex(substring(ulid, 1, 6)), 16, 10) as bigint)"
 
 
 def start_spark(layout: DemoLayout) -> Any:
@@ -49,29 +43,6 @@ def start_spark(layout: DemoLayout) -> Any:
     return spark
 
 
-@dataclass(frozen=True)
-class BatchStats:
-    """One landed batch: events, and their ULID times (epoch ms) for the lag."""
-
-    table: str
-    batch: int
-    events: int
-    landed_at: float
-    first_ms: int
-    median_ms: int
-    last_ms: int
-
-
-def batch_stats(spark: Any, table: str, batch: int, landed_at: float) -> BatchStats:
-    row = spark.sql(
-        f"select count(*), min(ms), percentile_approx(ms, 0.5), max(ms) from "
-        f"(select {ULID_MS} as ms from {table} where changefeed_batch = {int(batch)})"
-    ).collect()[0]
-    return BatchStats(
-        table, batch, int(row[0]), landed_at, int(row[1] or 0), int(row[2] or 0), int(row[3] or 0)
-    )
-
-
 def table_exists(spark: Any, name: str) -> bool:
     return bool(spark.catalog.tableExists(name))
 
@@ -97,23 +68,3 @@ def consumed_totals(spark: Any) -> dict[str, int]:
         row = spark.sql("select coalesce(sum(payments), 0) from shop_analytics.payments_hourly")
         totals["shop.payments"] = int(row.collect()[0][0])
     return totals
-
-
-def land_feed(spark: Any, uri: str, feed: str, table: str) -> Any:
-    """One landing run of ``feed`` into ``table`` (``changefeed land --payload``)."""
-    from changefeed.spark.landing import land
-
-    options: Mapping[str, str] = {"connection": uri, "feed": feed, "payload": "true"}
-    try:
-        return land(spark, options, table)
-    except Exception as exc:
-        raise DemoError(f"landing {feed} into {table} failed: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

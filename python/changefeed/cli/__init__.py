@@ -15,8 +15,9 @@ stderr, without a traceback. Exit codes:
 * 2: a bad command line (argparse prints the usage);
 * 3 (:data:`EXIT_TIMEOUT`): ``changefeed barrier`` was not released within ``--timeout``.
 
-Only ``land``, ``catalog init`` and ``status --consumer`` import PySpark: ``status``,
-``barrier`` and ``retention`` work with just the ``postgres`` extra installed.
+Only ``land``, ``catalog init``, ``status --consumer`` and ``retention --spark-table``
+import PySpark: ``status``, ``barrier`` and ``retention`` work with just the ``postgres``
+extra installed.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.cli.catalog import shared_catalog
+from changefeed.cli.local_spark import add_spark_arguments
 from changefeed.client import redact
 
 
@@ -72,15 +73,7 @@ def add_parser(subparsers: Any) -> None:
                         help="--continuous: seconds between two looks for new events, 0.05 "
                         "to --interval (default: --interval); e.g. --interval 1 --poll 0.1 "
                         "lands events within seconds")  # fmt: skip
-    parser.add_argument("--spark", choices=["local", "existing"], default="local",
-                        help="local: embedded local[2] Spark on the shared catalog of "
-                        "SPARK_CONF_DIR, else a Derby metastore (default); existing: "
-                        "SparkSession.builder.getOrCreate()")  # fmt: skip
-    parser.add_argument("--warehouse",
-                        help="--spark local without a shared catalog: the warehouse and "
-                        "Derby metastore directory (default spark-warehouse)")  # fmt: skip
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Spark configuration (repeatable)")  # fmt: skip
+    add_spark_arguments(parser)
 
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
@@ -115,7 +108,7 @@ def spark_session(args: argparse.Namespace) -> Any:
     if args.spark == "existing":
         from pyspark.sql import SparkSession
 
-        builder = SparkSession.builder.appName("changefeed-land")
+        builder = SparkSession.builder.appName(_app_name(args))
         for key, value in conf.items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
@@ -123,7 +116,7 @@ def spark_session(args: argparse.Namespace) -> Any:
 
     shared = shared_catalog(args.warehouse)
     session = local_spark_session(
-        app_name="changefeed-land",
+        app_name=_app_name(args),
         warehouse_dir=os.path.abspath(args.warehouse or "spark-warehouse"),
         hive=True,
         catalog=shared,
@@ -133,10 +126,25 @@ def spark_session(args: argparse.Namespace) -> Any:
     return session
 
 
-def run(args: argparse.Namespace) -> int:
-    # Spark is imported here, not at the top: `changefeed --help` must not need it.
+def _app_name(args: argparse.Namespace) -> str:
+    return f"changefeed-{getattr(args, 'command', None) or 'land'}"
+
+
+def start_spark(args: argparse.Namespace) -> Any:
+    """:func:`spark_session`, its failures as :class:`CliError` naming the fix."""
     from changefeed.local_spark import JavaNotFound
 
+    try:
+        return spark_session(args)
+    except JavaNotFound as exc:
+        raise CliError(str(exc)) from None
+    except RuntimeError as exc:
+        # PySpark's own start-up failure: the cause, not a traceback.
+        raise CliError(f"Spark did not start: {_first_line(exc)}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    # Spark is imported here, not at the top: `changefeed --help` must not need it.
     try:
         from changefeed.spark.landing import check_source, check_timing, land, land_continuously
         from changefeed.spark.source import ChangefeedSourceError
@@ -161,13 +169,7 @@ def run(args: argparse.Namespace) -> int:
         check_source(options, args.table)
     except ChangefeedSourceError as exc:
         raise CliError(str(exc)) from None
-    try:
-        spark = spark_session(args)
-    except JavaNotFound as exc:
-        raise CliError(str(exc)) from None
-    except RuntimeError as exc:
-        # PySpark's own start-up failure: the cause, not a traceback.
-        raise CliError(f"Spark did not start: {_first_line(exc)}") from None
+    spark = start_spark(args)
     try:
         if not args.continuous:
             print(land(spark, options, args.table, table_format=args.table_format).summary(),

@@ -1,18 +1,29 @@
-"""``changefeed retention``: remove a feed's old events by a policy (PostgreSQL, SQL Server).
+"""``changefeed retention``: remove a feed's old events by a policy.
 
     changefeed retention --connection 'postgresql://owner@db/shop' --feed shop.orders \\
         --max-age 7d [--keep-last 100000] [--shard 0] [--override-consumers]
+    changefeed retention --spark-table landing.orders_feed --max-age 7d \\
+        --consumer analytics.orders_current [--consumer ...] [--warehouse spark-warehouse]
 
-An event is removed when it lies at or below its shard's safe point and no rule keeps
-it: ``--max-age`` keeps events younger than the age (by their ULID's time), ``--keep-last``
-keeps the newest N events of each shard (whole transactions), and every registered
-consumer's cursor keeps the events after it unless ``--override-consumers`` is given
-(docs/protocol.md section 8.1). A reader whose cursor lies below the removed events then
-fails with CF013 (SQL Server: error 51062; fell behind retention) and must re-snapshot.
-Prints one line per shard.
+A database feed (PostgreSQL, SQL Server): an event is removed when it lies at or below
+its shard's safe point and no rule keeps it: ``--max-age`` keeps events younger than the
+age (by their ULID's time), ``--keep-last`` keeps the newest N events of each shard (whole
+transactions), and every registered consumer's cursor keeps the events after it unless
+``--override-consumers`` is given (docs/protocol.md section 8.1). A reader whose cursor
+lies below the removed events then fails with CF013 (SQL Server: error 51062; fell
+behind retention) and must re-snapshot. Prints one line per shard. Runs as the feed's
+owner (the reader and writer roles may not remove events).
 
-Runs as the feed's owner (the reader and writer roles may not remove events). Exit code
-0, or 1 with one line naming the cause and the fix.
+A Spark feed table (``--spark-table``: a landed feed, or a dbt-spark published one;
+docs/protocol.md 11.7) loses whole batches, oldest first, never a shard's newest batch,
+by the same two rules (``--keep-last``: the batches holding each shard's newest N events).
+Its consumers register nothing: each keeps its cursor in its own output table, so the
+command is told the output table of every consumer (``--consumer``, repeatable), or
+``--no-consumers`` when the feed has none, and never removes a batch a listed consumer
+has not read unless ``--override-consumers``. It starts Spark like ``changefeed land``
+(``--spark``, ``--warehouse``, ``--conf``) and prints one line for the table.
+
+Exit code 0, or 1 with one line naming the cause and the fix.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.cli.feeds import add_connection_arguments, connect, ulid_text, ulid_time
+from changefeed.cli.local_spark import add_spark_arguments
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -35,11 +47,32 @@ def add_parser(subparsers: Any) -> None:
         "retention",
         help="remove a feed's old events, never past a registered consumer",
         description="Remove a feed's events older than --max-age and/or beyond the newest "
-        "--keep-last of each shard, never past a registered consumer's cursor unless "
-        "--override-consumers (PostgreSQL, SQL Server).",
+        "--keep-last of each shard, never past a consumer's cursor unless "
+        "--override-consumers: of a PostgreSQL or SQL Server feed (--connection, --feed; "
+        "its registered consumers), or of a Spark feed table (--spark-table; the consumers "
+        "given by --consumer).",
     )
     add_connection_arguments(parser)
-    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    parser.add_argument("--feed", help="the feed: schema.table of the source")
+    parser.add_argument(
+        "--spark-table",
+        metavar="TABLE",
+        help="instead of --connection and --feed: a Spark feed table (schema.table: a "
+        "landed feed or a dbt-spark published one); removes whole batches",
+    )
+    parser.add_argument(
+        "--consumer",
+        action="append",
+        default=[],
+        metavar="TABLE",
+        help="--spark-table: the output table of a consumer of the feed (repeatable; list "
+        "every one: retention keeps what they have not read)",
+    )
+    parser.add_argument(
+        "--no-consumers",
+        action="store_true",
+        help="--spark-table: the feed has no consumer to keep events for",
+    )
     parser.add_argument(
         "--max-age",
         metavar="AGE",
@@ -60,6 +93,7 @@ def add_parser(subparsers: Any) -> None:
         "with 'fell behind retention' and must re-snapshot)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    add_spark_arguments(parser)
 
 
 def parse_age(text: str) -> timedelta:
@@ -77,9 +111,8 @@ def parse_age(text: str) -> timedelta:
     return timedelta(seconds=float(found.group(1)) * _UNIT_SECONDS[found.group(2)])
 
 
-def run(args: argparse.Namespace) -> int:
-    from changefeed.client import ChangefeedError
-
+def check_policy(args: argparse.Namespace) -> timedelta | None:
+    """Check ``--max-age`` and ``--keep-last``; return the age (None: not given)."""
     if args.max_age is None and args.keep_last is None:
         raise CliError(
             "retention needs a policy: --max-age (remove events older than this), "
@@ -87,7 +120,30 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.keep_last is not None and args.keep_last < 0:
         raise CliError(f"--keep-last must be 0 or more, got {args.keep_last}")
-    max_age = None if args.max_age is None else parse_age(args.max_age)
+    return None if args.max_age is None else parse_age(args.max_age)
+
+
+def run(args: argparse.Namespace) -> int:
+    from changefeed.client import ChangefeedError
+
+    if args.spark_table is not None:
+        from changefeed.cli.spark_retention import run_spark
+
+        return run_spark(args)
+    given = (("--consumer", args.consumer), ("--no-consumers", args.no_consumers))
+    spark_only = [flag for flag, value in given if value]
+    if spark_only:
+        raise CliError(
+            f"{' and '.join(spark_only)} name the consumers of a Spark feed table and need "
+            "--spark-table; a database feed's consumers register their cursors themselves "
+            "(docs/operations.md, Retention), so leave them out"
+        )
+    if args.feed is None:
+        raise CliError(
+            "retention needs the feed: --feed schema.table with --connection (PostgreSQL, "
+            "SQL Server), or --spark-table schema.table for a Spark feed table"
+        )
+    max_age = check_policy(args)
     with connect(args) as db:
         client = db.feed_client(args.feed)
         try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -38,10 +37,11 @@ from changefeed.cli.feeds import (
     ulid_text,
     ulid_time,
 )
+from changefeed.cli.local_spark import start_local_spark
 from changefeed.client import ZERO_ULID
 
 if TYPE_CHECKING:
-    from changefeed.catalog import Catalog
+    pass
 
 # -- status --------------------------------------------------------------------------------
 
@@ -247,9 +247,9 @@ def _spark_cursors(
     db: Database,
     clients: dict[str, Any],
 ) -> list[tuple[str, str, int, bytes]]:
+    spark = start_local_spark(warehouse, "status", "--consumer")
     shared = shared_catalog(warehouse)
     where = Path(warehouse or "spark-warehouse").resolve()
-    spark = start_local_spark(where, "changefeed-status", shared)
     found: list[tuple[str, str, int, bytes]] = []
     for feed, table in consumers:
         if not spark.catalog.tableExists(table):
@@ -266,56 +266,6 @@ def _spark_cursors(
         for shard in db.shards(clients[feed]):
             found.append((table, feed, shard, heads.get(shard, ZERO_ULID)))
     return found
-
-
-def start_local_spark(warehouse: Path, app_name: str, shared: Catalog | None = None) -> Any:
-    """A local Spark on the ``shared`` catalog, else on ``warehouse`` (Derby metastore);
-    missing Java becomes a CliError."""
-    import tempfile
-
-    from changefeed.local_spark import (
-        JavaNotFound,
-        jvm_output_to,
-        local_spark_session,
-        require_java,
-    )
-
-    try:
-        require_java()
-    except JavaNotFound as exc:
-        raise CliError(f"{exc}; or leave out --consumer") from None
-    if shared is None and not (warehouse / "metastore_db").exists():
-        raise CliError(
-            f"there is no Spark metastore in {warehouse} (no metastore_db): pass the "
-            "warehouse directory the tables were written with (--warehouse)"
-        )
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise CliError("pyspark is not installed: pip install 'changefeed[spark]'") from None
-    # Spark's own log lines go to a file, not between the command's output.
-    log = Path(tempfile.gettempdir()) / "changefeed-status-spark.log"
-    # The start takes 20-40 s with nothing else to show: say why the command is silent.
-    print(
-        f"changefeed status: starting a local Spark for --consumer (20-40 s; its log: {log})",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        with jvm_output_to(log):
-            spark = local_spark_session(
-                app_name=app_name, warehouse_dir=warehouse, hive=True, catalog=shared
-            )
-    except Exception as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "XSDB6" in str(exc) or "another instance of Derby" in str(exc):
-            text = (
-                f"the metastore in {warehouse} is in use by another Spark process (a running "
-                "demo or landing); run this again when it has finished"
-            )
-        raise CliError(f"Spark did not start: {text}") from None
-    spark.sparkContext.setLogLevel("FATAL")
-    return spark
 
 
 def _lag(
