@@ -120,6 +120,7 @@ def _log(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
+@pytest.mark.timeout(1800)  # four Spark processes at once: 3-7 min on a loaded 2-core machine
 def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_path: Path) -> None:
     started = time.monotonic()
     cli = [sys.executable, "-m", "changefeed.cli"]
