@@ -269,6 +269,24 @@ def test_status_says_that_spark_is_starting(
     assert second == "changefeed status: error: Spark did not start: no Spark in this test"
 
 
+def test_land_says_that_spark_is_starting(
+    shop_uri: str, capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After its source checks, land announces the Spark start on stderr before it begins
+    (the start itself fails here at once, so the test starts no Spark)."""
+
+    def spark_fails(_args: Any) -> Any:
+        raise RuntimeError("no Spark in this test")
+
+    monkeypatch.setattr("changefeed.cli.land.spark_session", spark_fails)
+    code, out, err = cli(capsys, "land", "--connection", shop_uri, "--feed", "shop.orders",
+                         "--table", "landing.orders", "--warehouse", str(tmp_path))  # fmt: skip
+    assert code == 1 and out == ""
+    first, second = err.splitlines()
+    assert first == "changefeed land: starting a local Spark (20-40 s)"
+    assert second == "changefeed land: error: Spark did not start: no Spark in this test"
+
+
 def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "changefeed.cli", "land", "--connection", shop_uri,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -132,9 +133,14 @@ def _app_name(args: argparse.Namespace) -> str:
 
 def start_spark(args: argparse.Namespace) -> Any:
     """:func:`spark_session`, its failures as :class:`CliError` naming the fix."""
-    from changefeed.local_spark import JavaNotFound
+    from changefeed.local_spark import JavaNotFound, require_java
 
     try:
+        if args.spark == "local":
+            require_java()
+            # The start takes 20-40 s with nothing to show: say why the command is silent.
+            print("changefeed land: starting a local Spark (20-40 s)", file=sys.stderr,
+                  flush=True)  # fmt: skip
         return spark_session(args)
     except JavaNotFound as exc:
         raise CliError(str(exc)) from None
