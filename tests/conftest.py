@@ -22,12 +22,12 @@ from tests.support.real_parts import unavailable
 # that the scenario runs once.
 #
 # Two lanes: on 2 cores two heavy Spark groups (the kill scenario's drivers, the state
-# consumers, Delta and Iceberg, the demo, the landing kills) slow each other down more
-# than a second worker gains, so only the first worker takes Spark groups, and it takes
-# them before anything else; the other workers take the remaining groups, and then the
-# light Spark groups from the back of the Spark lane (one local session each, short),
-# while the first worker joins the other lane when its Spark groups are done. Within a
-# lane, groups go out in collection order, longest first.
+# consumers, Delta and Iceberg and their kills, the demo, the landing kills) slow each
+# other down more than a second worker gains, so only the first worker takes Spark groups,
+# and it takes them before anything else; the other workers take the remaining groups, and
+# then the light Spark groups from the back of the Spark lane (one local session each,
+# short), while the first worker joins the other lane when its Spark groups are done.
+# Within a lane, groups go out in collection order, longest first.
 #
 # The groups are computed from node ids by the scheduler below rather than with
 # `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,
@@ -44,6 +44,7 @@ KILL_SCENARIO_MODULES = (
 SPARK_LANE = (
     KILL_SCENARIO_GROUP,
     "tests/test_spark_scd.py",
+    "tests/test_lakehouse_kills.py",
     "tests/test_spark_lakehouse.py",
     "tests/test_demo.py",
     "tests/test_landing.py",
@@ -63,7 +64,7 @@ SPARK_LANE = (
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.
-HEAVY_SPARK = SPARK_LANE[:5]
+HEAVY_SPARK = SPARK_LANE[:6]
 #: The longest of the other groups, first in their lane.
 LONGEST_FIRST = (
     *SPARK_LANE,

@@ -8,13 +8,24 @@ line per finished step to ``plan["workdir"]/steps.jsonl``:
 * ``{"sql": "..."}`` runs a statement.
 * ``{"land": {"table": "s.t", "rows": [[shard, "ULID hex", order_id, "status"], ...]}}``
   writes one batch of a landed feed with :func:`changefeed.spark.feedtable.write_batch`.
+* ``{"landing": {"table": "s.t", "format": "delta", "options": {...}}}`` lands a
+  changefeed source (``changefeed.spark.landing.land``) into a table.
+* ``{"events": {"uri": ..., "feed": ..., "shard": 0, "start": 1, "count": 10}}`` writes
+  events ``id = start ..`` into a PostgreSQL feed (``tests.support.spark_source``).
 * ``{"dbt": [args...], "env": {...}, "expect_error": "text"}`` runs dbt in-process
-  against ``integration_tests/`` (its failure fails the plan unless expected).
+  against ``plan["project_dir"]`` (default ``integration_tests/``; its failure fails the
+  plan unless expected).
 * ``{"dump": {"out": "name.json", "tables": ["s.t", ...]}}`` writes each table's rows
   (binary as hex; missing tables as null) to ``workdir/name.json``.
 * ``{"pause_before": "regex"}`` / ``{"pause_after": "regex"}``: from now on, the first
   Spark statement matching the regex writes ``workdir/paused`` (its text) before /
   after it runs, and then the process sleeps until the test kills it.
+
+``plan["lakehouse"]`` starts Spark with Delta Lake and Iceberg, and ``plan["default_catalog"]``
+makes a catalog the session's current one (Iceberg's, for dbt-spark's iceberg models).
+``plan["sleep_udf"]`` registers ``cf_test_sleep(ms, value)``, true after sleeping ``ms``: a
+row slow-down that Spark deems deterministic, which a Delta or Iceberg MERGE requires of
+its source (``reflect('java.lang.Thread', 'sleep', ...)`` is not).
 
 The test kills the whole process group (this Python process and its Spark JVM) with
 SIGKILL, which is what a lost node or an OOM kill does.
@@ -136,6 +147,32 @@ def _land(spark: Any, spec: dict[str, Any]) -> int:
     return write_batch(spark, spec["table"], spark.createDataFrame(rows, schema))
 
 
+def _landing(spark: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    from changefeed.spark.landing import land
+
+    result = land(spark, spec["options"], spec["table"], table_format=spec.get("format"))
+    return {"batch": result.batch, "events": result.events}
+
+
+def _events(spec: dict[str, Any]) -> None:
+    from tests.support.spark_source import write_many_blocking
+
+    write_many_blocking(spec["uri"], spec["feed"], spec["shard"], spec["start"], spec["count"],
+                        spec.get("per_tx", 10))  # fmt: skip
+
+
+def _register_sleep(spark: Any) -> None:
+    def sleep(ms: int, value: Any) -> bool:
+        time.sleep(ms / 1000)
+        return True
+
+    spark.udf.register("cf_test_sleep", sleep, "boolean")
+
+
+def _project(plan: dict[str, Any]) -> Path:
+    return Path(plan.get("project_dir") or REPO / "integration_tests")
+
+
 def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | None:
     from dbt.cli.main import dbtRunner
 
@@ -150,7 +187,7 @@ def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | Non
     args = [
         *step["dbt"],
         "--project-dir",
-        str(REPO / "integration_tests"),
+        str(_project(plan)),
         "--profiles-dir",
         str(profiles),
         "--target",
@@ -177,15 +214,22 @@ def main() -> None:
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
     from changefeed.local_spark import local_spark_session
 
-    # parquet only: the scenario's four JVMs need no Delta/Iceberg classes
+    # parquet plans leave Delta/Iceberg out: their JVMs start faster without the classes
     spark = local_spark_session(
-        "changefeed-kill-test", warehouse_dir=workdir / "warehouse", hive=True, lakehouse=False
+        "changefeed-kill-test",
+        warehouse_dir=workdir / "warehouse",
+        hive=True,
+        lakehouse=bool(plan.get("lakehouse")),
     )
+    if plan.get("default_catalog"):
+        spark.conf.set("spark.sql.defaultCatalog", plan["default_catalog"])
+    if plan.get("sleep_udf"):
+        _register_sleep(spark)
     log = workdir / "steps.jsonl"
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
         from tests.support.dbt_harness import deps_lock
 
-        with deps_lock(REPO / "integration_tests"):
+        with deps_lock(_project(plan)):
             _dbt(workdir, plan, {"dbt": ["deps"]})
     for index, step in enumerate(plan["steps"]):
         (workdir / "current_step").write_text(f"{index} {time.time()}")
@@ -198,6 +242,10 @@ def main() -> None:
                 spark.sql(step["sql"]).collect()
             elif "land" in step:
                 record["batch"] = _land(spark, step["land"])
+            elif "landing" in step:
+                record.update(_landing(spark, step["landing"]))
+            elif "events" in step:
+                _events(step["events"])
             elif "dbt" in step:
                 error = _dbt(workdir, plan, step)
                 expected = step.get("expect_error")
@@ -342,6 +390,24 @@ def written_parts(workdir: Path, index: int, directory: Path) -> str | None:
         for path in directory.glob(pattern):
             if path.stat().st_mtime >= since - 1:
                 return f"uncommitted output file {path.relative_to(directory)}"
+    return None
+
+
+def data_files_written(workdir: Path, index: int, directory: Path) -> str | None:
+    """A kill condition for Delta and Iceberg, which write a job's data files where they
+    stay and commit them afterwards (a new ``_delta_log`` entry, a new Iceberg metadata
+    file): during step ``index``, a task has created a data file under ``directory``."""
+    since = step_started(workdir, index)
+    if since is None or not directory.exists():
+        return None
+    for path in directory.rglob("*.parquet"):
+        if "_delta_log" in path.parts or "metadata" in path.parts:
+            continue
+        try:
+            if path.stat().st_mtime >= since - 1:
+                return f"uncommitted data file {path.relative_to(directory)}"
+        except FileNotFoundError:  # a task's attempt file went away
+            continue
     return None
 
 
