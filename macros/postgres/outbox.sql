@@ -239,24 +239,24 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
     rows have the same shard and key (an update that keeps both: one event, with the new
     image). -#}
 {% macro _postgres_sql_capture_insert_images(ctx, sources, where) %}
-  {%- set selects = {} -%}
+  {%- set parts = [] -%}
+  {%- set gone = namespace(old=none, new=[]) -%}
   {%- for relation, alias in sources -%}
     {%- set keys = [] -%}
     {%- for key in ctx['spec']['keys'] -%}
       {%- do keys.append(alias ~ '.' ~ changefeed._postgres_ident(key['name'])) -%}
     {%- endfor -%}
-    {%- do selects.update({alias: 'select (' ~ ctx['shard'] ~ '), ' ~ keys | join(', ') ~ ' from ' ~ relation ~ ' as ' ~ alias ~ where}) -%}
+    {%- set columns = '(' ~ ctx['shard'] ~ '), ' ~ keys | join(', ') -%}
+    {%- set source = ' from ' ~ relation ~ ' as ' ~ alias ~ where -%}
+    {%- if alias == 'o' -%}
+      {%- set gone.old = 'select ' ~ columns ~ source -%}
+    {%- else -%}
+      {%- do parts.append('select ' ~ columns ~ ', pg_catalog.to_jsonb(' ~ alias ~ '), false' ~ source) -%}
+      {%- do gone.new.append('select ' ~ columns ~ source) -%}
+    {%- endif -%}
   {%- endfor -%}
-  {%- set parts = [] -%}
-  {%- for relation, alias in sources if alias != 'o' -%}
-    {%- do parts.append(selects[alias].replace(' from ' ~ relation, ', pg_catalog.to_jsonb(' ~ alias ~ '), false from ' ~ relation, 1)) -%}
-  {%- endfor -%}
-  {%- if 'o' in selects -%}
-    {%- set gone = namespace(sql=selects['o']) -%}
-    {%- for alias in selects if alias != 'o' -%}
-      {%- set gone.sql = gone.sql ~ ' except ' ~ selects[alias] -%}
-    {%- endfor -%}
-    {%- do parts.append('select d.*, null::jsonb, true from (' ~ gone.sql ~ ') as d') -%}
+  {%- if gone.old is not none -%}
+    {%- do parts.append('select d.*, null::jsonb, true from (' ~ ([gone.old] + gone.new) | join(' except ') ~ ') as d') -%}
   {%- endif -%}
   {{ return('insert into ' ~ ctx['q']['outbox'] ~ ' (shard_id, ' ~ ctx['key_list'] ~ ', row_image, row_deleted)\n    '
             ~ parts | join('\n    union all\n    ')) }}

@@ -432,11 +432,15 @@ class PostgresFeed(FeedClient):
         self, conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int
     ) -> list[Event]:
         keys = ", ".join(f"f.{quote_pg(k)}" for k in info.key_names)
+        if info.row_image:
+            keys += ", f.row_image, f.row_deleted"
         rows = run(
             conn,
             f"select f.shard_id, f.ulid, {keys} from {info.q('read_feed')}(%s, %s, %s) as f",
             (shard, cursor, page_size),
         )
+        if info.row_image:
+            return [Event(int(r[0]), bytes(r[1]), tuple(r[2:-2]), r[-2], r[-1]) for r in rows]
         return [Event(int(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows]
 
     def safe_point(self, conn: Any, shard: int) -> SafePoint:
