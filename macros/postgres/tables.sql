@@ -143,5 +143,7 @@ create table {{ q['outbox'] }} (
         ~ lit(ctx['q'][kind]) ~ ") and a.attname = 'row_deleted' and not a.attisdropped) then\n    execute "
         ~ lit(alter) ~ ';' ~ ('\n    execute ' ~ lit(grant[2:]) ~ ';' if grant else '') ~ '\n  end if;') -%}
   {%- endfor -%}
-  {{ return(lines | join('\n')) }}
+  {#- A line of its own after the constraints' sync; nothing at all without row_image, so
+      the setup statement of other feeds is unchanged. -#}
+  {{ return('\n' ~ lines | join('\n')) }}
 {% endmacro %}

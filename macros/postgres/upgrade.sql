@@ -92,8 +92,7 @@ begin
 {#- `create or replace` (not drop + create): calls running during the upgrade finish on the
     old body. A future protocol version that changes a routine's signature must drop that
     routine explicitly here. -#}
-{{ changefeed._postgres_sql_constraints_sync(ctx) }}
-{{ changefeed._postgres_sql_row_image_sync(ctx) }}
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}{{ changefeed._postgres_sql_row_image_sync(ctx) }}
 {{ changefeed._postgres_sql_retention_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
