@@ -7,8 +7,10 @@ marker for a delete (an update that changes the key is a delete of the old key a
 image of the new one), and the mover copies them with the events; a blocking writer
 passes them through the client (``insert_events(..., images=...)``); a rolled-back write
 leaves none; switching row_image on is applied in place by setup (older events keep no
-image) and upgrade_feed refuses to change it; a value other than true/false fails,
-listing the accepted values; the writer role may insert images into the outbox.
+image) and upgrade_feed refuses to change it; the Spark source's page SQL takes the
+payload from the image and joins back only for events without one; a value other than
+true/false fails, listing the accepted values; the writer role may insert images into
+the outbox.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from tests.support.pg_feeds import (
 )
 
 from changefeed.client import InvalidArgument, PostgresFeed
+from changefeed.client.postgres import load
+from changefeed.spark.source._backend import SourceFeed
+from changefeed.spark.source._postgres import payload_page_sql
+from changefeed.spark.source._types import Column
 
 pytestmark = pytest.mark.postgres
 
@@ -137,8 +143,8 @@ def test_blocking_writer_passes_images_and_switching_on_is_in_place(
     with psycopg.connect(pg_uri) as conn:
         feed = PostgresFeed(feed_id)
         with feed.write(conn, 0) as w:
-            conn.execute(f"insert into {feed_id} values (1, 'before')")
-            w.insert_events([(1,)])
+            conn.execute(f"insert into {feed_id} values (1, 'before'), (2, 'kept')")
+            w.insert_events([(1,), (2,)])
             with pytest.raises(InvalidArgument, match="set up without row_image: true"):
                 w.insert_events([(1,)], images=[{"order_id": 1, "status": "before"}])
 
@@ -156,8 +162,22 @@ def test_blocking_writer_passes_images_and_switching_on_is_in_place(
     names = dict((registry_row(admin, feed_id) or {})["names"])
     assert events(admin, names) == [
         (1, None, None),  # written before row_image: joined back by readers
+        (2, None, None),
         (1, {"order_id": 1, "status": "after"}, False),
         (1, None, True),
+    ]
+    # The Spark source's page: the payload from the image, or joined back without one.
+    source = SourceFeed(
+        load(admin, feed_id, "changefeed"),
+        (Column("order_id", "bigint"), Column("status", "text")),
+        images=True,
+    )
+    page = admin.execute(payload_page_sql(source), (0, bytes(16), 100)).fetchall()
+    assert [tuple(r[2:]) for r in page] == [
+        (1, False, None, None),  # joined back: the key is gone now
+        (2, True, 2, "kept"),  # joined back: the row as it is now
+        (1, True, 1, "after"),  # its image
+        (1, False, None, None),  # its delete marker
     ]
     # setup with the same config is a no-op; upgrade_feed does not switch images off.
     assert any(
