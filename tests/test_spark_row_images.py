@@ -9,7 +9,8 @@ carries the row as of its write and the history (``versions='event'``) has one v
 per change, a delete closing the version before it; without images the events of one
 key in one landing carry the row as the landing read it and the history has one version
 per key and landing (the documented landing granularity). An independent Python model
-of the writes and of the history rules gives the expected tables.
+of the writes and of the history rules gives the expected tables. A bad ``versions`` fails
+before any statement, naming the accepted values.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from tests.support.dbt_harness import DbtHarness, package_project
+from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.pg_feeds import create_table, setup_feed, teardown_feed
 from tests.test_spark_lakehouse import SCHEMA_MACRO
 
@@ -45,6 +46,18 @@ ROUNDS: list[list[tuple[int, Row | None]]] = [
         (3, (3, "new", Decimal("1.25"))),
     ],
 ]
+
+#: model -> (its config, the error it must fail with, before any statement)
+BAD_VERSIONS = {
+    "bad_versions": (
+        "materialized='changefeed_history', versions='sometimes'",
+        "versions must be one of batch, event (got sometimes)",
+    ),
+    "bad_versions_current": (
+        "materialized='changefeed_current_state', versions='event'",
+        "versions is a setting of materialized='changefeed_history' only",
+    ),
+}
 
 MODEL = """{{{{ config(materialized='changefeed_history', unique_key='order_id',
     schema='{schema}', alias='{name}', buckets=2{versions}) }}}}
@@ -136,6 +149,13 @@ def scenario(
         )
         for name in FEEDS
     }  # fmt: skip
+    for name, config in BAD_VERSIONS.items():
+        models[f"{name}.sql"] = (
+            f"{{{{ config(unique_key='order_id', schema='{HISTORY}', {config[0]}) }}}}\n"
+            "select e.shard_id, e.ulid, e.order_id, e.payload, e.changefeed_feed_batch from "
+            f"{{{{ changefeed.feed_events(api.Relation.create(schema='spark_catalog.{LANDED}', "
+            "identifier='plain'), this) }} as e\n"
+        )
     path = package_project(root / "project", "changefeed_rowimg", models)
     (path / "macros").mkdir(exist_ok=True)
     (path / "macros" / "schema.sql").write_text(SCHEMA_MACRO)
@@ -149,10 +169,12 @@ def scenario(
                 options = {"connection": pg_uri, "feed": f"{SOURCE}.{name}", "payload": "true"}
                 assert land(spark, options, f"{LANDED}.{name}").batch == number
     # One run consumes both landings (a dbt run on Spark is the expensive step).
-    harness.invoke(["run"], "spark")
-    return {
+    harness.invoke(["run", "--select", *FEEDS], "spark")
+    out: dict[str, Any] = {
         name: {"landed": landed(spark, name), "history": history(spark, name)} for name in FEEDS
     }
+    out["harness"] = harness
+    return out
 
 
 @pytest.mark.parametrize("name", ["blocking", "outbox"])
@@ -184,3 +206,10 @@ def test_without_row_images_history_has_landing_granularity(scenario: dict[str, 
     assert scenario["plain"]["history"] == expected_history(events, per_event=False)
     key1 = [v for v in scenario["plain"]["history"] if v[1] == 1]
     assert len(key1) == 2, "one version of key 1 per landing, the intermediate rows are not seen"
+
+
+def test_versions_is_checked_before_any_statement(scenario: dict[str, Any]) -> None:
+    with pytest.raises(DbtError) as failed:
+        scenario["harness"].invoke(["run", "--select", *BAD_VERSIONS], "spark")
+    for name, (_, message) in BAD_VERSIONS.items():
+        assert message in str(failed.value), name
