@@ -6,8 +6,8 @@
 
     dbt run-operation changefeed.upgrade_feed --args '{relation: shop.orders, mode: outbox}'
 -#}
-{% macro upgrade_feed(relation, mode=none, key=none, stall_timeout_ms=none, lock_probe_ms=none, capture=none, shard=none) %}
-  {{ return(adapter.dispatch('upgrade_feed', 'changefeed')(relation, changefeed._feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard))) }}
+{% macro upgrade_feed(relation, mode=none, key=none, stall_timeout_ms=none, lock_probe_ms=none, capture=none, shard=none, row_image=none) %}
+  {{ return(adapter.dispatch('upgrade_feed', 'changefeed')(relation, changefeed._feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard, row_image))) }}
 {% endmacro %}
 
 {% macro default__upgrade_feed(relation, options) %}

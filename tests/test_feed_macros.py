@@ -24,7 +24,7 @@ def test_options_fill_defaults_and_normalise_a_single_key(dbt: Any) -> None:
     rendered = _options(dbt, "{'mode': 'outbox', 'key': 'order_id'}")
     assert rendered == (
         "{'mode': 'outbox', 'key': ['order_id'], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20,"
-        " 'capture': 'none', 'shard': None}"
+        " 'capture': 'none', 'shard': None, 'row_image': False}"
     )
 
 
@@ -35,8 +35,20 @@ def test_options_keep_explicit_values(dbt: Any) -> None:
     )
     assert rendered == (
         "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10,"
-        " 'capture': 'none', 'shard': None}"
+        " 'capture': 'none', 'shard': None, 'row_image': False}"
     )
+
+
+def test_row_image_option_defaults_to_false(dbt: Any) -> None:
+    rendered = dbt.render_many(
+        [
+            "{{ tojson(changefeed._feed_options({'mode': 'outbox'}).row_image) }}",
+            "{{ tojson(changefeed._feed_options({'mode': 'blocking', 'row_image': true})"
+            ".row_image) }}",
+        ],
+        "postgres",
+    )
+    assert [json.loads(r) for r in rendered] == [False, True]
 
 
 @pytest.mark.parametrize(
@@ -89,6 +101,11 @@ def test_capture_options(dbt: Any, raw: str, capture: str, shard: str | None) ->
         ),
         ("'outbox'", "the feed options must be a mapping"),
         ("{'mode': 'outbox', 'capture': 'cdc'}", "capture must be one of none, trigger; got: cdc"),
+        (
+            "{'mode': 'outbox', 'row_image': 'true'}",
+            "row_image must be one of true, false .*; got: true",
+        ),
+        ("{'mode': 'blocking', 'row_image': 1}", "row_image must be one of true, false .*; got: 1"),
         ("{'mode': 'blocking', 'capture': 'trigger'}", "capture: trigger needs mode: outbox"),
         (
             "{'mode': 'outbox', 'shard': 'a % 2'}",

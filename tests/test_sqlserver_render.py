@@ -504,6 +504,7 @@ def _render_setup(dbt: Any, spec: dict[str, Any]) -> str:
         ({"schema": "x" * 129}, "is 129 characters .* the limit is 128"),
         ({"schema": "\U0001f600" * 65}, "is 130 characters \\(UTF-16 code units\\)"),
         ({"keys": [{"name": "k" * 129, "data_type": "int"}]}, "is 129 characters"),
+        ({"row_image": True}, "row_image: true .* is not supported on SQL Server yet"),
     ],
 )
 def test_bad_specs_fail_with_a_clear_error(dbt: Any, change: dict[str, Any], message: str) -> None:

@@ -124,10 +124,11 @@
 
 {#- setup_feed's and upgrade_feed's arguments as the raw options mapping (unset ones left out,
     so that their defaults and errors are _feed_options's, as for a model's config). -#}
-{% macro _feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard) %}
+{% macro _feed_arguments(mode, key, stall_timeout_ms, lock_probe_ms, capture, shard, row_image=none) %}
   {%- set raw = {'mode': mode} -%}
   {%- for name, value in [('key', key), ('stall_timeout_ms', stall_timeout_ms),
-                          ('lock_probe_ms', lock_probe_ms), ('capture', capture), ('shard', shard)] -%}
+                          ('lock_probe_ms', lock_probe_ms), ('capture', capture), ('shard', shard),
+                          ('row_image', row_image)] -%}
     {%- if value is not none -%}{%- do raw.update({name: value}) -%}{%- endif -%}
   {%- endfor -%}
   {{ return(raw) }}
@@ -140,7 +141,7 @@
   and lists what is accepted.
 -#}
 {% macro _feed_options(raw) %}
-  {%- set accepted_keys = ['mode', 'key', 'stall_timeout_ms', 'lock_probe_ms', 'capture', 'shard'] -%}
+  {%- set accepted_keys = ['mode', 'key', 'stall_timeout_ms', 'lock_probe_ms', 'capture', 'shard', 'row_image'] -%}
   {%- set accepted_modes = ['blocking', 'outbox'] -%}
   {%- set accepted_captures = ['none', 'trigger'] -%}
   {%- if raw is none or raw is not mapping -%}
@@ -211,6 +212,14 @@
     {%- set shard = changefeed._feed_shard_expression(shard if shard is not none else '0') -%}
   {%- endif -%}
 
+  {#- row_image: each event carries the source row as of its write (protocol 5.1, 9), so
+      readers need not join back to the source and history is exact. -#}
+  {%- set row_image = raw.get('row_image') if raw.get('row_image') is not none else false -%}
+  {%- if row_image is not sameas true and row_image is not sameas false -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: row_image must be one of true, false (default false); got: " ~ row_image) }}
+  {%- endif -%}
+
   {{ return({
       'mode': mode,
       'key': key,
@@ -218,6 +227,7 @@
       'lock_probe_ms': lock_probe_ms,
       'capture': capture,
       'shard': shard,
+      'row_image': row_image,
   }) }}
 {% endmacro %}
 
@@ -344,6 +354,7 @@
       'lock_probe_ms': options['lock_probe_ms'],
       'capture': options['capture'],
       'shard': options['shard'],
+      'row_image': options['row_image'],
   }) -%}
   {{ return(spec) }}
 {% endmacro %}

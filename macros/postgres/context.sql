@@ -12,7 +12,8 @@
   queries. Fails clearly for key columns whose names the feed tables already use.
 -#}
 {% macro _postgres_feed_context(spec) %}
-  {%- set reserved = ['shard_id', 'ulid', 'order_sequence', 'txid', 'time_hint'] -%}
+  {%- set reserved = ['shard_id', 'ulid', 'order_sequence', 'txid', 'time_hint']
+      + (['row_image', 'row_deleted'] if spec.get('row_image') else []) -%}
   {%- set names = changefeed._postgres_feed_names(spec, spec['mode']) -%}
   {%- set schema = changefeed._postgres_ident(spec['schema']) -%}
   {%- set q = {} -%}
@@ -52,6 +53,7 @@
       'lit_sequence': changefeed._postgres_literal(q['sequence']),
       'capture': spec.get('capture') or 'none',
       'shard': spec.get('shard'),
+      'row_image': spec.get('row_image') is sameas true,
       'capture_names': changefeed._postgres_capture_names(spec),
       'q_source': source,
       'lit_source': changefeed._postgres_literal(source),
@@ -133,8 +135,8 @@
 
 
 {#- The options a feed's generated code depends on, as stored in the registry. -#}
-{#- capture and shard are stored only for capture: trigger, so that the options of feeds
-    registered before capture existed still compare equal. -#}
+{#- capture and shard are stored only for capture: trigger, and row_image only when true, so
+    that the options of feeds registered before these existed still compare equal. -#}
 {% macro _postgres_feed_options(spec) %}
   {%- set options = {
       'stall_timeout_ms': spec['stall_timeout_ms'],
@@ -143,6 +145,9 @@
   } -%}
   {%- if spec.get('capture') == 'trigger' -%}
     {%- do options.update({'capture': 'trigger', 'shard': spec['shard']}) -%}
+  {%- endif -%}
+  {%- if spec.get('row_image') -%}
+    {%- do options.update({'row_image': true}) -%}
   {%- endif -%}
   {{ return(options) }}
 {% endmacro %}

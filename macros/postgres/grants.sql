@@ -39,7 +39,8 @@ $cfrole$
     {%- endfor -%}
     {%- do statements.append('grant usage on sequence ' ~ q['sequence'] ~ ' to ' ~ writer) -%}
     {%- if ctx['mode'] == 'outbox' -%}
-      {%- do statements.append('grant insert (shard_id, time_hint, ' ~ ctx['key_list'] ~ ') on ' ~ q['outbox'] ~ ' to ' ~ writer) -%}
+      {%- do statements.append('grant insert (shard_id, time_hint, ' ~ ctx['key_list']
+          ~ (', row_image, row_deleted' if ctx['row_image'] else '') ~ ') on ' ~ q['outbox'] ~ ' to ' ~ writer) -%}
     {%- else -%}
       {%- do statements.append('grant insert on ' ~ q['feed'] ~ ' to ' ~ writer) -%}
     {%- endif -%}

@@ -105,11 +105,11 @@ begin
     v_next := v_start + {{ block }};
   end loop;
 
-  insert into {{ q['feed'] }} as f (shard_id, ulid, {{ ctx['key_list'] }})
+  insert into {{ q['feed'] }} as f (shard_id, ulid, {{ ctx['key_list'] }}{{ ', row_image, row_deleted' if ctx['row_image'] else '' }})
   select o.shard_id,
          b.high || pg_catalog.int8send(b.start
            + (pg_catalog.row_number() over (partition by o.txid order by o.order_sequence)) - 1),
-         {{ ctx['key_list_o'] }}
+         {{ ctx['key_list_o'] }}{{ ', o.row_image, o.row_deleted' if ctx['row_image'] else '' }}
     from {{ q['outbox'] }} as o
     join unnest(cf.v_txids, cf.v_highs, cf.v_starts) as b (txid, high, start) on b.txid = o.txid
    where o.shard_id = cf.v_shard;
@@ -217,6 +217,9 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
     The shard expression's columns are unqualified, so they resolve to the one relation of
     each select; the insert's assignment cast makes it an integer (text is refused). -#}
 {% macro _postgres_sql_capture_insert(ctx, sources, where='') %}
+  {%- if ctx['row_image'] -%}
+    {{ return(changefeed._postgres_sql_capture_insert_images(ctx, sources, where)) }}
+  {%- endif -%}
   {%- set selects = [] -%}
   {%- for relation, alias in sources -%}
     {%- set keys = [] -%}
@@ -227,6 +230,36 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
   {%- endfor -%}
   {{ return('insert into ' ~ ctx['q']['outbox'] ~ ' (shard_id, ' ~ ctx['key_list'] ~ ')\n    '
             ~ selects | join('\n    union\n    ')) }}
+{% endmacro %}
+
+
+{#- The capture's insert with row_image (invariant O7): a new row (alias other than `o`)
+    is written with its image, pg_catalog.to_jsonb of the row as the statement left it; an
+    old row (`o`, of an UPDATE or DELETE) is a delete marker, unless the statement's new
+    rows have the same shard and key (an update that keeps both: one event, with the new
+    image). -#}
+{% macro _postgres_sql_capture_insert_images(ctx, sources, where) %}
+  {%- set parts = [] -%}
+  {%- set gone = namespace(old=none, new=[]) -%}
+  {%- for relation, alias in sources -%}
+    {%- set keys = [] -%}
+    {%- for key in ctx['spec']['keys'] -%}
+      {%- do keys.append(alias ~ '.' ~ changefeed._postgres_ident(key['name'])) -%}
+    {%- endfor -%}
+    {%- set columns = '(' ~ ctx['shard'] ~ '), ' ~ keys | join(', ') -%}
+    {%- set source = ' from ' ~ relation ~ ' as ' ~ alias ~ where -%}
+    {%- if alias == 'o' -%}
+      {%- set gone.old = 'select ' ~ columns ~ source -%}
+    {%- else -%}
+      {%- do parts.append('select ' ~ columns ~ ', pg_catalog.to_jsonb(' ~ alias ~ '), false' ~ source) -%}
+      {%- do gone.new.append('select ' ~ columns ~ source) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if gone.old is not none -%}
+    {%- do parts.append('select d.*, null::jsonb, true from (' ~ ([gone.old] + gone.new) | join(' except ') ~ ') as d') -%}
+  {%- endif -%}
+  {{ return('insert into ' ~ ctx['q']['outbox'] ~ ' (shard_id, ' ~ ctx['key_list'] ~ ', row_image, row_deleted)\n    '
+            ~ parts | join('\n    union all\n    ')) }}
 {% endmacro %}
 
 

@@ -131,7 +131,7 @@ begin
     -- Only the options changed: replace the routines, which embed them. `create or replace`
     -- keeps each routine's identity, so a call already running (a writer waiting in lock)
     -- finishes on the old body instead of failing with "cache lookup failed".
-{{ changefeed._postgres_sql_constraints_sync(ctx) }}
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}{{ changefeed._postgres_sql_row_image_sync(ctx) }}
 {{ changefeed._postgres_sql_retention_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)

@@ -57,7 +57,7 @@
   {%- do statements.append('create table ' ~ q['feed'] ~ ' (
   shard_id integer not null,
   ulid bytea not null,
-  ' ~ ctx['key_defs'] ~ ',
+  ' ~ ctx['key_defs'] ~ ',' ~ changefeed._postgres_row_image_defs(ctx) ~ '
   constraint ' ~ ident(n['feed_pk']) ~ ' primary key (shard_id, ulid),
   constraint ' ~ ident(n['feed_ulid']) ~ ' check (pg_catalog.octet_length(ulid) = 16)
 )') -%}
@@ -95,7 +95,7 @@ create table {{ q['outbox'] }} (
   order_sequence bigint not null default pg_catalog.nextval({{ ctx['lit_sequence'] }}::pg_catalog.regclass),
   txid xid8 not null default pg_catalog.pg_current_xact_id(),
   time_hint timestamptz not null default pg_catalog.now(),
-  {{ ctx['key_defs'] }},
+  {{ ctx['key_defs'] }},{{ changefeed._postgres_row_image_defs(ctx) }}
   constraint {{ ident(n['outbox_pk']) }} primary key (shard_id, order_sequence),
   constraint {{ ident(n['outbox_hint']) }} check (time_hint >= '1970-01-01 00:00:00+00'::timestamptz
     and time_hint < '10889-08-02 05:31:50.656+00'::timestamptz)
@@ -105,4 +105,45 @@ create table {{ q['outbox'] }} (
     {%- do statements.append('create index ' ~ ident(n['outbox_txid']) ~ ' on ' ~ q['outbox'] ~ ' (shard_id, txid)') -%}
   {%- endif -%}
   {{ return(statements) }}
+{% endmacro %}
+
+
+{#- row_image (protocol 9, invariant O7): the columns of the feed and outbox tables that carry
+    the source row as of the event. row_deleted tells the three cases apart: false with the
+    image (the row after an insert or update), true for a delete (no row), null for an
+    event without an image (written before row_image was on, or by a writer that passed
+    none), which readers join back to the source for. Empty without row_image, so the DDL
+    of other feeds is unchanged. -#}
+{% macro _postgres_row_image_defs(ctx) %}
+  {%- if not ctx['row_image'] -%}{{ return('') }}{%- endif -%}
+  {{ return('\n  ' ~ changefeed._postgres_row_image_columns() | join(',\n  ') ~ ',') }}
+{% endmacro %}
+
+
+{% macro _postgres_row_image_columns() %}
+  {{ return(['row_image jsonb', 'row_deleted boolean',
+             'check (case row_deleted when false then row_image is not null else row_image is null end)']) }}
+{% endmacro %}
+
+
+{#- PL/pgSQL for setup and upgrade: row_image switched on in place (D1) adds the columns to
+    the feed and outbox tables (nullable, no default: a catalogue change, no rewrite), and
+    lets outbox writers insert them. Existing events keep a null row_deleted: no image.
+    Switched off, the columns stay (the events that have images keep them). -#}
+{% macro _postgres_sql_row_image_sync(ctx) %}
+  {%- if not ctx['row_image'] -%}{{ return('') }}{%- endif -%}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set lines = [] -%}
+  {%- for kind in ['feed', 'outbox'] if kind in ctx['q'] -%}
+    {%- set alter = 'alter table ' ~ ctx['q'][kind] ~ ' add column ' ~ changefeed._postgres_row_image_columns()[:2] | join(', add column ')
+        ~ ', add ' ~ changefeed._postgres_row_image_columns()[2] -%}
+    {%- set grant = ('; grant insert (row_image, row_deleted) on ' ~ ctx['q']['outbox'] ~ ' to '
+        ~ changefeed._postgres_ident(ctx['n']['writer_role'])) if kind == 'outbox' else '' -%}
+    {%- do lines.append('  if not exists (select 1 from pg_catalog.pg_attribute as a where a.attrelid = pg_catalog.to_regclass('
+        ~ lit(ctx['q'][kind]) ~ ") and a.attname = 'row_deleted' and not a.attisdropped) then\n    execute "
+        ~ lit(alter) ~ ';' ~ ('\n    execute ' ~ lit(grant[2:]) ~ ';' if grant else '') ~ '\n  end if;') -%}
+  {%- endfor -%}
+  {#- A line of its own after the constraints' sync; nothing at all without row_image, so
+      the setup statement of other feeds is unchanged. -#}
+  {{ return('\n' ~ lines | join('\n')) }}
 {% endmacro %}

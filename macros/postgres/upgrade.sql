@@ -36,7 +36,14 @@
   {%- endif -%}
   {%- do changefeed._postgres_check_registered(spec, row, signature, options, 'upgrade') -%}
   {#- An upgrade run with the old arguments must not switch capture off (writers would stop
-      producing events): capture and shard change through setup_feed only. -#}
+      producing events) nor row images: capture, shard and row_image change through
+      setup_feed only. -#}
+  {%- if (row['options'].get('row_image') or false) != ctx['row_image'] -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " is registered with row_image: "
+        ~ ((row['options'].get('row_image') or false) | string | lower) ~ ", but upgrade_feed was given row_image: "
+        ~ (ctx['row_image'] | string | lower) ~ ". upgrade_feed keeps it: pass the registered row_image, or change it with setup_feed") }}
+  {%- endif -%}
   {%- set registered = [row['options'].get('capture', 'none'), row['options'].get('shard')] -%}
   {%- if registered != [ctx['capture'], ctx['shard']] -%}
     {{ exceptions.raise_compiler_error(
@@ -85,7 +92,7 @@ begin
 {#- `create or replace` (not drop + create): calls running during the upgrade finish on the
     old body. A future protocol version that changes a routine's signature must drop that
     routine explicitly here. -#}
-{{ changefeed._postgres_sql_constraints_sync(ctx) }}
+{{ changefeed._postgres_sql_constraints_sync(ctx) }}{{ changefeed._postgres_sql_row_image_sync(ctx) }}
 {{ changefeed._postgres_sql_retention_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)

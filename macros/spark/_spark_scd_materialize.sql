@@ -42,7 +42,7 @@
     {%- set delete_when = 'payload is null' -%}
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
-      materialization, staged, columns, rules.key_columns, delete_when, rules.buckets) -%}
+      materialization, staged, columns, rules.key_columns, delete_when, rules.buckets, rules.versions) -%}
   {#-- the cursor moves to the window's highest feed batch, whether its events won or not --#}
   {%- set window = run_query(
       "select count(*), max(changefeed_feed_batch), concat_ws(',', array_sort(collect_set(changefeed_bucket)))"

@@ -4,7 +4,7 @@
   any statement, so a wrong config changes nothing. Returns the checked settings:
 
     {'file_format': 'parquet' | 'delta' | 'iceberg', 'key_columns': [column, ...],
-     'buckets': int, 'delete_when': SQL text or none}
+     'buckets': int, 'delete_when': SQL text or none, 'versions': 'batch' | 'event'}
 
   Every error names the model, the bad setting, the accepted values and a config that works.
 -#}
@@ -54,6 +54,23 @@
         ~ " 'deleted'\" (got " ~ (delete_when | string) ~ ")") }}
   {%- endif -%}
 
+  {#- versions (history): one version per key and feed batch (a landed feed without row
+      images carries one row per key and landing) or per event (with row images each event
+      is the row as of its write, so history is exact). -#}
+  {%- set versions = config.get('versions') -%}
+  {%- if versions is not none and materialization != 'changefeed_history' -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": versions is a setting of materialized='changefeed_history' only (the current state"
+        ~ " keeps one row per key); remove versions") }}
+  {%- endif -%}
+  {%- set versions = versions if versions is not none else 'batch' -%}
+  {%- if versions not in ['batch', 'event'] -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": versions must be one of batch, event (got " ~ (versions | string) ~ "); use event for"
+        ~ " a feed set up with row_image: true, e.g. config(materialized='changefeed_history',"
+        ~ " unique_key=['order_id'], versions='event')") }}
+  {%- endif -%}
+
   {%- for owned in ['partition_by', 'incremental_strategy', 'location_root'] -%}
     {%- if config.get(owned) -%}
       {{ exceptions.raise_compiler_error(
@@ -63,7 +80,7 @@
   {%- endfor -%}
 
   {{ return({'file_format': file_format, 'key_columns': keys, 'buckets': buckets | int,
-             'delete_when': delete_when}) }}
+             'delete_when': delete_when, 'versions': versions}) }}
 {% endmacro %}
 
 

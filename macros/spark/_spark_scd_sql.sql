@@ -48,9 +48,13 @@
 {#- The run's new rows: per key (current state) or per key and feed batch (history) the
     newest event, with changefeed_deleted, valid_from (history) and changefeed_bucket. A
     landed feed's payload is the row as of the landing, so the events of one key in one
-    feed batch carry one row image: they are one version. -#}
-{% macro _spark_scd_new_rows(materialization, staged, columns, keys, delete_when, buckets) %}
+    feed batch carry one row image: they are one version. With versions='event' (a feed
+    with row images: each event carries the row as of its write) every event is one. -#}
+{% macro _spark_scd_new_rows(materialization, staged, columns, keys, delete_when, buckets, versions='batch') %}
   {%- set grain = keys + (['changefeed_feed_batch'] if materialization == 'changefeed_history' else []) -%}
+  {%- if materialization == 'changefeed_history' and versions == 'event' -%}
+    {%- set grain = keys + ['ulid', 'shard_id'] -%}
+  {%- endif -%}
   {%- set sql -%}
 select {{ changefeed._spark_scd_list(columns) }},
     coalesce({{ delete_when if delete_when else 'false' }}, false) as changefeed_deleted,

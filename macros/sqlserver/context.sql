@@ -57,6 +57,14 @@
       'ck_time_hint': ('ck:outbox.time_hint', 'constraint', ['outbox']),
       'ix_outbox_txid': ('ix:outbox.txid', 'index', ['outbox']),
   } -%}
+  {#- Row images (protocol 5.2) need an image column in read_feed's page type and its #read
+      contract, which SQL Server does not have yet: refuse before anything is generated. -#}
+  {%- if spec.get('row_image') -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: row_image: true (row images, docs/protocol.md 5.2) is not supported on SQL Server"
+        ~ " yet (feed " ~ spec['feed_id'] ~ "); set row_image: false: readers then join back to the"
+        ~ " source for the payload, and a history of the feed has landing granularity (docs/spark.md)") }}
+  {%- endif -%}
   {%- set capture = spec.get('capture') or 'none' -%}
   {%- set shard = changefeed._feed_shard_expression(spec.get('shard', '0')) if capture == 'trigger' else none -%}
   {%- set source_sql = changefeed._sqlserver_quote_name(spec['source_schema']) ~ '.'

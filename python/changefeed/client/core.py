@@ -123,6 +123,9 @@ class FeedInfo:
     dialect: str = "postgres"
     source_schema: str = ""
     source_table: str = ""
+    row_image: bool = False
+    """Whether the feed was set up with ``row_image: true``: writers store the source row
+    as of each event (protocol 9, O7)."""
 
     def __post_init__(self) -> None:
         schema, _, table = self.feed_id.partition(".")

@@ -5,7 +5,7 @@ a barrier)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -17,11 +17,15 @@ from changefeed.client.errors import BarrierTimeout, NeedsUpgrade, WrongMode
 
 @dataclass(frozen=True)
 class Event:
-    """One event of a feed: which row of the source table changed, and its ULID."""
+    """One event of a feed: which row of the source table changed, and its ULID; on a feed
+    with row images (``row_image: true``) also the row as of the event: ``image`` (the
+    row's columns, or None) and ``deleted`` (True for a delete, None: no image)."""
 
     shard_id: int
     ulid: bytes
     key: tuple[Any, ...]
+    image: Mapping[str, Any] | None = None
+    deleted: bool | None = None
 
     @property
     def ulid_text(self) -> str:

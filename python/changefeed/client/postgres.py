@@ -37,6 +37,7 @@ connection's open transaction if there is one, else in their own short transacti
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -93,6 +94,19 @@ def run(conn: Any, query: str, params: Sequence[Any] | None = None) -> list[tupl
         raise translated from exc
 
 
+def _json_dumps(value: Any) -> str:
+    """JSON of a row image: values JSON has no type for in the text form PostgreSQL
+    reads back into the column's type (``jsonb_populate_record``): bytes as ``\\x`` hex,
+    dates, times, decimals and UUIDs as their ``str``."""
+
+    def default(item: Any) -> str:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            return "\\x" + bytes(item).hex()
+        return str(item)
+
+    return json.dumps(value, default=default)
+
+
 def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
     """Read one feed's registry row."""
     import psycopg
@@ -101,7 +115,8 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
     try:
         rows = run(
             conn,
-            f"select mode, keys, names, protocol_version from {registry} where feed_id = %s",
+            f"select mode, keys, names, protocol_version, options from {registry} "
+            "where feed_id = %s",
             (feed_id,),
         )
     except psycopg.errors.UndefinedTable:
@@ -115,7 +130,7 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
             f"feed {feed_id!r} is not registered in {registry}; registered feeds: "
             f"{', '.join(known) or 'none'}"
         )
-    mode, keys, names, version = rows[0]
+    mode, keys, names, version, options = rows[0]
     return FeedInfo(
         feed_id=feed_id,
         schema=schema,
@@ -125,6 +140,7 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
         ),
         names={str(k): str(v) for k, v in dict(names).items()},
         protocol_version=int(version),
+        row_image=bool(dict(options or {}).get("row_image", False)),
     )
 
 
@@ -145,18 +161,37 @@ class Write(BlockWrite):
 
     write_id: int
 
-    def insert_events(self, keys: Iterable[Sequence[Any]]) -> int:
+    def insert_events(
+        self,
+        keys: Iterable[Sequence[Any]],
+        images: Iterable[Mapping[str, Any] | None] | None = None,
+    ) -> int:
         """Insert one event per key tuple (in the feed's key column order), in order.
 
+        ``images`` (a feed with ``row_image: true``): one per key, the source row as this
+        transaction left it, as a mapping of column name to value (stored as jsonb), or
+        ``None`` when the transaction deleted the row. Without ``images`` the events carry
+        none, and readers join back to the source for them.
+
         >>> # with feed.write(conn, 0) as w: w.insert_events([(1,), (2,)])  -> 2
+        >>> # w.insert_events([(1,), (2,)], images=[{"order_id": 1, "note": "a"}, None])
         """
+        checked = self._checked_keys(keys)
         columns = ", ".join(quote_pg(k) for k in self.info.key_names)
         placeholders = ", ".join("%s" for _ in self.info.key_names)
+        extra = ""
+        rows: list[tuple[Any, ...]] = [(self.shard_id, *key) for key in checked]
+        if images is not None:
+            rows = [
+                (*row, *image)
+                for row, image in zip(rows, self._images(images, len(rows)), strict=True)
+            ]
+            columns += ", row_image, row_deleted"
+            extra = ", %s, %s"
         query = (
             f"insert into {self.feed_table} (shard_id, ulid, {columns}) "
-            f"values (%s, {self.ulid_sql}, {placeholders})"
+            f"values (%s, {self.ulid_sql}, {placeholders}{extra})"
         )
-        rows = [(self.shard_id, *key) for key in self._checked_keys(keys)]
         if not rows:
             return 0
         with self.conn.cursor() as cur:
@@ -172,6 +207,35 @@ class Write(BlockWrite):
                 raise translated from exc
         self.events += len(rows)
         return len(rows)
+
+    def _images(
+        self, images: Iterable[Mapping[str, Any] | None], count: int
+    ) -> list[tuple[Any, bool]]:
+        """``(row_image, row_deleted)`` per event: the row as jsonb, or a delete marker."""
+        from psycopg.types.json import Jsonb
+
+        if not self.info.row_image:
+            raise InvalidArgument(
+                f"feed {self.info.feed_id} was set up without row_image: true, so its events "
+                "carry no row image; set it up with row_image: true (setup_feed applies it in "
+                "place) or call insert_events without images"
+            )
+        pairs: list[tuple[Any, bool]] = []
+        for image in images:
+            if image is not None and not isinstance(image, Mapping):
+                raise InvalidArgument(
+                    "each image must be a mapping of column name to value (the row after "
+                    f"the write) or None (the row was deleted), not {image!r}"
+                )
+            pairs.append(
+                (None, True) if image is None else (Jsonb(dict(image), _json_dumps), False)
+            )
+        if len(pairs) != count:
+            raise InvalidArgument(
+                f"insert_events got {count} key(s) and {len(pairs)} image(s); "
+                "pass one image per key"
+            )
+        return pairs
 
 
 class PostgresFeed(FeedClient):
@@ -368,11 +432,15 @@ class PostgresFeed(FeedClient):
         self, conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int
     ) -> list[Event]:
         keys = ", ".join(f"f.{quote_pg(k)}" for k in info.key_names)
+        if info.row_image:
+            keys += ", f.row_image, f.row_deleted"
         rows = run(
             conn,
             f"select f.shard_id, f.ulid, {keys} from {info.q('read_feed')}(%s, %s, %s) as f",
             (shard, cursor, page_size),
         )
+        if info.row_image:
+            return [Event(int(r[0]), bytes(r[1]), tuple(r[2:-2]), r[-2], r[-1]) for r in rows]
         return [Event(int(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows]
 
     def safe_point(self, conn: Any, shard: int) -> SafePoint:

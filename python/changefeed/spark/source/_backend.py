@@ -35,6 +35,9 @@ class SourceFeed:
 
     info: FeedInfo
     payload: tuple[Column, ...] | None = None
+    images: bool = False
+    """Whether the feed table has row image columns (``row_image: true`` now or before):
+    events with an image take their payload from it instead of the source (O7)."""
 
     @property
     def feed_id(self) -> str:

@@ -92,9 +92,18 @@ class PostgresBackend(Backend):
                 f"payload=true: the source table {source_schema}.{source_table} of "
                 f"feed {feed_id} does not exist or cannot be seen by this user"
             )
+        # Columns, not the registry's option: row_image switched off keeps the columns and
+        # the images of the events written while it was on.
+        images = self._fetch(
+            "select 1 from pg_catalog.pg_attribute as a "
+            "where a.attrelid = pg_catalog.to_regclass(%s) and a.attname = 'row_deleted' "
+            "and not a.attisdropped",
+            (registered.q("feed"),),
+        )
         return SourceFeed(
             replace(registered, source_schema=source_schema, source_table=source_table),
             tuple(Column(str(n), str(t)) for n, t in columns),
+            images=bool(images),
         )
 
     def shards(self, info: SourceFeed) -> list[int]:
@@ -166,14 +175,33 @@ class PostgresBackend(Backend):
 
 
 def payload_page_sql(info: SourceFeed) -> str:
-    """One page of ``read_feed`` with the source row joined by key (payload=true)."""
+    """One page of ``read_feed`` with the source row joined by key (payload=true).
+
+    A feed with row images (``info.images``) takes an event's payload from its image
+    (``jsonb_populate_record`` over the source's row type, so each column has its type),
+    and its existence from the delete marker; only events without an image (``row_deleted``
+    null: written before row_image was on) join back to the source.
+    """
     read_feed = f"{info.info.q('read_feed')}(%s, %s, %s)"
     keys = [quote_pg(c.name) for c in info.keys]
     on = " and ".join(f"s.{k} = f.{k}" for k in keys)
     select = ["f.shard_id", "f.ulid", *[f"f.{k}" for k in keys]]
-    select.append(f"(s.{keys[0]} is not null) as row_exists")
-    select += [f"s.{quote_pg(c.name)}" for c in info.payload or ()]
+    columns = [quote_pg(c.name) for c in info.payload or ()]
+    if not info.images:
+        select.append(f"(s.{keys[0]} is not null) as row_exists")
+        select += [f"s.{c}" for c in columns]
+        return (
+            f"select {', '.join(select)} from {read_feed} as f "
+            f"left join {info.info.source} as s on {on} order by f.ulid"
+        )
+    select.append(
+        f"case when f.row_deleted is null then s.{keys[0]} is not null "
+        "else not f.row_deleted end as row_exists"
+    )
+    select += [f"case when f.row_deleted is null then s.{c} else i.{c} end" for c in columns]
     return (
         f"select {', '.join(select)} from {read_feed} as f "
-        f"left join {info.info.source} as s on {on} order by f.ulid"
+        f"left join {info.info.source} as s on {on} and f.row_deleted is null "
+        f"cross join lateral pg_catalog.jsonb_populate_record(null::{info.info.source}, "
+        "f.row_image) as i order by f.ulid"
     )

@@ -1,0 +1,199 @@
+"""Row images (``row_image: true``) on the embedded PostgreSQL server: each event carries
+the source row as of its write (protocol 9, invariant O7), written in the writer's
+transaction.
+
+Covers: capture by trigger stores the new row of an insert and an update and a delete
+marker for a delete (an update that changes the key is a delete of the old key and an
+image of the new one), and the mover copies them with the events; a blocking writer
+passes them through the client (``insert_events(..., images=...)``); a rolled-back write
+leaves none; switching row_image on is applied in place by setup (older events keep no
+image) and upgrade_feed refuses to change it; the Spark source's page SQL takes the
+payload from the image and joins back only for events without one; a value other than
+true/false fails, listing the accepted values; the writer role may insert images into
+the outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from tests.support.dbt_harness import DbtError
+from tests.support.pg_feeds import (
+    as_role,
+    create_table,
+    q,
+    registry_row,
+    setup_feed,
+    teardown_feed,
+    upgrade_feed,
+)
+
+from changefeed.client import InvalidArgument, PostgresFeed
+from changefeed.client.postgres import load
+from changefeed.spark.source._backend import SourceFeed
+from changefeed.spark.source._postgres import payload_page_sql
+from changefeed.spark.source._types import Column
+
+pytestmark = pytest.mark.postgres
+
+SCHEMA = "cf_images"
+
+
+def events(conn: psycopg.Connection[Any], names: dict[str, str]) -> list[tuple[Any, ...]]:
+    """(key, row_image, row_deleted) of the feed's events in ULID order."""
+    rows = conn.execute(
+        f"select order_id, row_image, row_deleted from {q(names['feed'])} order by shard_id, ulid"
+    ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def move(conn: psycopg.Connection[Any], names: dict[str, str]) -> None:
+    for shard in (0, 1):
+        conn.execute(f"call {q(names['move_outbox'])}(%s, 1000)", (shard,))
+
+
+@pytest.fixture
+def captured(dbt: Any, admin: psycopg.Connection[Any]) -> Iterator[dict[str, str]]:
+    """`cf_images.orders`, outbox mode with capture: trigger and row images."""
+    create_table(
+        admin, SCHEMA, "orders", "order_id bigint primary key, status text, amount numeric(8,2)"
+    )
+    teardown_feed(dbt, SCHEMA, "orders")
+    setup_feed(dbt, SCHEMA, "orders", "outbox", capture="trigger", row_image=True)
+    row = registry_row(admin, f"{SCHEMA}.orders")
+    assert row is not None and row["options"]["row_image"] is True
+    yield dict(row["names"])
+    teardown_feed(dbt, SCHEMA, "orders")
+
+
+def test_capture_stores_the_row_as_of_each_write(
+    captured: dict[str, str], admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    src = f"{SCHEMA}.orders"
+    admin.execute(f"insert into {src} values (1, 'new', 10.50), (2, 'new', 3)")
+    admin.execute(f"update {src} set status = 'paid' where order_id = 1")
+    with psycopg.connect(pg_uri) as conn:  # two statements, one transaction: two events
+        conn.execute(f"update {src} set status = 'packed' where order_id = 1")
+        conn.execute(f"update {src} set amount = 11 where order_id = 1")
+    with psycopg.connect(pg_uri) as conn:  # rolled back: no event
+        conn.execute(f"update {src} set status = 'lost' where order_id = 1")
+        conn.rollback()
+    admin.execute(f"update {src} set order_id = 3 where order_id = 2")  # a key change
+    admin.execute(f"delete from {src} where order_id = 1")
+    move(admin, captured)
+
+    def image(key: int, status: str, amount: float) -> dict[str, Any]:
+        return {"order_id": key, "status": status, "amount": amount}
+
+    assert events(admin, captured) == [
+        (1, image(1, "new", 10.5), False),
+        (2, image(2, "new", 3), False),
+        (1, image(1, "paid", 10.5), False),
+        (1, image(1, "packed", 10.5), False),
+        (1, image(1, "packed", 11), False),
+        (3, image(3, "new", 3), False),
+        (2, None, True),
+        (1, None, True),
+    ]
+    # The two statements of one transaction share one block (O2).
+    ulids = [bytes(r[0]) for r in admin.execute(
+        f"select ulid from {q(captured['feed'])} order by ulid").fetchall()]  # fmt: skip
+    assert ulids[3][:8] == ulids[4][:8] and ulids[3][8:] < ulids[4][8:]
+    # read_feed returns them, and the client's events carry them.
+    page = PostgresFeed(f"{SCHEMA}.orders").read_page(admin, 0)
+    assert [(e.key, e.image, e.deleted) for e in page.events] == [
+        ((k,), image, deleted) for k, image, deleted in events(admin, captured)
+    ]
+
+
+def test_writer_role_may_insert_images_into_the_outbox(
+    captured: dict[str, str], admin: psycopg.Connection[Any]
+) -> None:
+    with as_role(admin, captured["writer_role"]):
+        admin.execute(
+            f"insert into {q(captured['outbox'])} (shard_id, order_id, row_image, row_deleted) "
+            """values (1, 9, '{"order_id": 9, "status": "x", "amount": 1}', false)"""
+        )
+    # A marker that contradicts the image is refused by the table's check.
+    with pytest.raises(psycopg.errors.CheckViolation):
+        admin.execute(
+            f"insert into {q(captured['outbox'])} (shard_id, order_id, row_image, row_deleted) "
+            """values (1, 9, '{"order_id": 9}', true)"""
+        )
+    move(admin, captured)
+    assert events(admin, captured) == [(9, {"order_id": 9, "status": "x", "amount": 1}, False)]
+
+
+@pytest.fixture
+def blocking(dbt: Any, admin: psycopg.Connection[Any]) -> Iterator[None]:
+    create_table(admin, SCHEMA, "items", "order_id bigint primary key, status text")
+    teardown_feed(dbt, SCHEMA, "items")
+    setup_feed(dbt, SCHEMA, "items", "blocking")
+    yield
+    teardown_feed(dbt, SCHEMA, "items")
+
+
+def test_blocking_writer_passes_images_and_switching_on_is_in_place(
+    blocking: None, dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    feed_id = f"{SCHEMA}.items"
+    with psycopg.connect(pg_uri) as conn:
+        feed = PostgresFeed(feed_id)
+        with feed.write(conn, 0) as w:
+            conn.execute(f"insert into {feed_id} values (1, 'before'), (2, 'kept')")
+            w.insert_events([(1,), (2,)])
+            with pytest.raises(InvalidArgument, match="set up without row_image: true"):
+                w.insert_events([(1,)], images=[{"order_id": 1, "status": "before"}])
+
+        assert setup_feed(dbt, SCHEMA, "items", "blocking", row_image=True)
+        feed = PostgresFeed(feed_id)  # a new client reads the registry again
+        with feed.write(conn, 0) as w:
+            conn.execute(f"update {feed_id} set status = 'after' where order_id = 1")
+            w.insert_events([(1,)], images=[{"order_id": 1, "status": "after"}])
+        with feed.write(conn, 0) as w:
+            conn.execute(f"delete from {feed_id} where order_id = 1")
+            w.insert_events([(1,)], images=[None])
+        mismatch = pytest.raises(InvalidArgument, match="1 key\\(s\\) and 2 image\\(s\\)")
+        with mismatch, feed.write(conn, 0) as w:
+            w.insert_events([(1,)], images=[None, None])
+    names = dict((registry_row(admin, feed_id) or {})["names"])
+    assert events(admin, names) == [
+        (1, None, None),  # written before row_image: joined back by readers
+        (2, None, None),
+        (1, {"order_id": 1, "status": "after"}, False),
+        (1, None, True),
+    ]
+    # The Spark source's page: the payload from the image, or joined back without one.
+    source = SourceFeed(
+        load(admin, feed_id, "changefeed"),
+        (Column("order_id", "bigint"), Column("status", "text")),
+        images=True,
+    )
+    page = admin.execute(payload_page_sql(source), (0, bytes(16), 100)).fetchall()
+    assert [tuple(r[2:]) for r in page] == [
+        (1, False, None, None),  # joined back: the key is gone now
+        (2, True, 2, "kept"),  # joined back: the row as it is now
+        (1, True, 1, "after"),  # its image
+        (1, False, None, None),  # its delete marker
+    ]
+    # setup with the same config is a no-op; upgrade_feed does not switch images off.
+    assert any(
+        "nothing to do" in m for m in setup_feed(dbt, SCHEMA, "items", "blocking", row_image=True)
+    )
+    with pytest.raises(
+        DbtError,
+        match="registered with row_image: true, but upgrade_feed was given row_image: false",
+    ):
+        upgrade_feed(dbt, SCHEMA, "items", "blocking")
+
+
+def test_row_image_accepts_true_or_false_only(dbt: Any, admin: psycopg.Connection[Any]) -> None:
+    create_table(admin, SCHEMA, "bad", "order_id bigint primary key")
+    with pytest.raises(
+        DbtError, match="row_image must be one of true, false \\(default false\\); got: yes"
+    ):
+        setup_feed(dbt, SCHEMA, "bad", "outbox", row_image="yes")
+    assert registry_row(admin, f"{SCHEMA}.bad") is None
