@@ -65,7 +65,9 @@ def test_commits_out_of_block_order(make_feed: MakeFeed, connect: Connections) -
     assert not result.errors, result.errors
     final = kit.final(connect())
     summary = check(result.history, final)
-    assert summary.writes_ok == 6 * 30
+    assert summary.writes_ok == 6 * 30, [
+        w.detail for w in result.history.writes.values() if w.outcome != "ok"
+    ]
     for reader in result.readers:
         assert reader.seen.get(0, []) == final.get(0, []), reader.name
     # The scenario happened: some write with a higher block finished its COMMIT before a
