@@ -55,6 +55,7 @@ def rendered(dbt: DbtHarness) -> dict[str, dict[str, Any]]:
     out = matrix.render_cases(dbt, list(matrix.CASES))
     sqls = [case[s] for case in out.values() for s in matrix.SECTIONS]
     sqls += [statement for case in out.values() for statement in case["statements"]]
+    sqls += [statement for case in out.values() for statement in case["operations"]]
     parsed = warm_parse_cache(sqls)
     print(f"\nsqlserver render matrix: {len(out)} cases, {parsed} distinct statement shapes parsed")
     return out
@@ -94,6 +95,8 @@ def check_case(case: str, out: dict[str, Any]) -> list[str]:
                         problems.append(f"{case}/{section}: unexpected identifier {token.text!r}")
     for i, statement in enumerate(out.get("statements", [])):
         problems += all_problems(statement, f"{case}/statement {i}")
+    for i, statement in enumerate(out.get("operations", [])):
+        problems += all_problems(statement, f"{case}/operation {i}")
     return problems
 
 
@@ -1140,3 +1143,25 @@ def test_snapshot_finish_finishes_once_and_refuses_unknown_requests(
     ]
     at = [body.index(part) for part in order]
     assert at == sorted(at)
+
+
+def test_request_snapshot_sends_snapshot_begin_and_reads_the_block_back_as_hex(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """sqlserver__request_snapshot: the registry row through sp_executesql only where the
+    registry exists; a plain exec of snapshot_begin (INSERT ... EXEC would wrap it in a
+    transaction, which it refuses); the first ULID read back as hex (dbt's tables hold text)."""
+    lookup, begin, first = rendered["outbox_trigger"]["operations"]
+    assert lookup.startswith("declare @names nvarchar(max), @keys nvarchar(max),")
+    assert (
+        "if object_id(N'[changefeed].[feeds]', N'U') is not null\n    exec sp_executesql" in lookup
+    )
+    assert lookup.endswith("select @names as names, @keys as keys, @options as options;")
+    assert begin == (
+        "exec [changefeed].[snapshot_begin:shop.order_lines]\n    @shard_id = 3,\n"
+        "    @key_from = N'[1]',\n    @key_to = null;"
+    )
+    assert first == (
+        "select lower(convert(varchar(32), first_ulid, 2)) as first_ulid\n"
+        "from [changefeed].[snapshot:shop.order_lines]\nwhere snapshot_id = 7;"
+    )

@@ -204,3 +204,76 @@ begin
     select @finished as finished;
 end
 {%- endmacro %}
+
+
+{#-
+  The dbt operation (macros/request_snapshot.sql), as postgres__request_snapshot: checks the
+  arguments against the registry's key (_feed_snapshot_arguments), refuses a feed set up
+  without snapshots and a shard other than the feed's only one when the writers' shard rule
+  is unknown (no capture: trigger shard expression, protocol 12.3 "Shards"), then runs
+  snapshot_begin, which commits by itself: dbt-sqlserver's connection is in autocommit, and
+  a plain exec (not INSERT ... EXEC) opens no transaction around it. Returns {snapshot_id,
+  shard_id, first_ulid (32 hex digits)}, the first ULID read back as hex (dbt's result
+  tables hold text, not bytes).
+-#}
+{% macro sqlserver__request_snapshot(relation, shard, key_from, key_to) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_identity(changefeed._feed_relation(relation)) -%}
+  {%- set c = changefeed._sqlserver_feed_context(spec) -%}
+  {%- set row = changefeed._sqlserver_registry_row(c) -%}
+  {%- if row is none -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " is not set up, so there is nothing to snapshot;"
+        ~ " check the relation, or set it up with `dbt run-operation changefeed.setup_feed`") }}
+  {%- endif -%}
+  {%- set bounds = changefeed._feed_snapshot_arguments(shard, key_from, key_to, row['keys'] | map(attribute='name') | list) -%}
+  {%- set names = row['names'] -%}
+  {%- if 'snapshot_begin' not in names -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " was set up by a package without snapshots;"
+        ~ " run `dbt run-operation changefeed.upgrade_feed` with its config first (it adds the snapshot"
+        ~ " table and procedures and keeps the data)") }}
+  {%- endif -%}
+  {%- set options = row['options'] or {} -%}
+  {%- if not (options.get('capture') == 'trigger' and options.get('shard')) -%}
+    {%- set listed = run_query('exec ' ~ c.schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(names['shards'])) -%}
+    {%- set others = [] -%}
+    {%- for found in listed.rows if found[0] | int != shard -%}
+      {%- do others.append(found[0] | int) -%}
+    {%- endfor -%}
+    {%- if others -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: the feed " ~ spec['feed_id'] ~ " has events in shard(s) " ~ others | join(', ')
+          ~ " besides " ~ shard ~ ", and its writers choose shards by a rule the database does not know"
+          ~ " (no capture: trigger with a shard expression), so a snapshot of shard " ~ shard
+          ~ " would give other shards' keys a second history; snapshots support single-shard feeds and"
+          ~ " capture: trigger feeds with a shard expression") }}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set begun = run_query(changefeed._sqlserver_sql_request_snapshot(c, names, shard, bounds)) -%}
+  {%- set snapshot_id = begun.rows[0][0] | int -%}
+  {%- set hex = run_query(changefeed._sqlserver_sql_snapshot_first_ulid(c, names, snapshot_id)) -%}
+  {%- set result = {'snapshot_id': snapshot_id, 'shard_id': shard, 'first_ulid': hex.rows[0][0]} -%}
+  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " shard " ~ shard ~ ": snapshot " ~ snapshot_id
+             ~ " requested (block " ~ result['first_ulid'] ~ "); the next landing of the feed executes it", info=true) -%}
+  {{ return(result) }}
+{% endmacro %}
+
+
+{#- T-SQL of request_snapshot: snapshot_begin with the checked arguments (`bounds`: the two
+    key bounds as JSON text, or none). Its result set is the procedure's own. -#}
+{% macro _sqlserver_sql_request_snapshot(c, names, shard, bounds) -%}
+{%- set lit = changefeed._sqlserver_literal -%}
+exec {{ c.schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(names['snapshot_begin']) }}
+    @shard_id = {{ shard }},
+    @key_from = {{ lit(bounds[0]) if bounds[0] is not none else 'null' }},
+    @key_to = {{ lit(bounds[1]) if bounds[1] is not none else 'null' }};
+{%- endmacro %}
+
+
+{#- T-SQL of request_snapshot: the request's first ULID as 32 lowercase hex digits. -#}
+{% macro _sqlserver_sql_snapshot_first_ulid(c, names, snapshot_id) -%}
+select lower(convert(varchar(32), first_ulid, 2)) as first_ulid
+from {{ c.schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(names['snapshot']) }}
+where snapshot_id = {{ snapshot_id | int }};
+{%- endmacro %}
