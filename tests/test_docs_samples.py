@@ -815,6 +815,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "202497d8a7cc"), ("docs/sqlserver.md", "bfb159a19ddb"),
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "4fbb3d379ee3"),
     ("docs/sqlserver.md", "afef84dc54cb"), ("docs/sqlserver.md", "386eac4a24d9"),
+    ("docs/sqlserver.md", "39c0537a5446"),
 ]  # fmt: skip
 PROTOCOL_YAML = ("docs/protocol.md", "8698c6f5f285")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")
