@@ -169,3 +169,54 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
      where f.feed_id = {{ ctx['lit_feed'] }};
   end if;
 {%- endmacro %}
+
+
+{#- The dbt operation (macros/request_snapshot.sql): checks the arguments against the
+    registry's key, refuses a shard other than the feed's only one when the writers' shard
+    rule is unknown (no capture: trigger shard expression, protocol 12.3 "Shards"), calls
+    snapshot_begin and commits. Returns {snapshot_id, shard_id, first_ulid (32 hex digits)}. -#}
+{% macro postgres__request_snapshot(relation, shard, key_from, key_to) %}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {%- set spec = changefeed._feed_identity(changefeed._feed_relation(relation)) -%}
+  {%- set row = changefeed._postgres_registry_row(spec) -%}
+  {%- if row is none -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " is not set up, so there is nothing to snapshot;"
+        ~ " check the relation, or set it up with `dbt run-operation changefeed.setup_feed`") }}
+  {%- endif -%}
+  {%- set bounds = changefeed._feed_snapshot_arguments(shard, key_from, key_to, row['keys'] | map(attribute='name') | list) -%}
+  {%- if 'snapshot_begin' not in row['names'] -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: the feed " ~ spec['feed_id'] ~ " was set up by a package without snapshots;"
+        ~ " run `dbt run-operation changefeed.upgrade_feed` with its config first (it adds the snapshot"
+        ~ " table and routines and keeps the data)") }}
+  {%- endif -%}
+  {%- set q = changefeed._postgres_ident(spec['schema']) ~ '.' -%}
+  {%- set options = row['options'] or {} -%}
+  {%- if not (options.get('capture') == 'trigger' and options.get('shard')) -%}
+    {%- set others = changefeed._postgres_query_json(
+        "select coalesce(pg_catalog.json_agg(s.shard_id order by s.shard_id), '[]') from "
+        ~ q ~ changefeed._postgres_ident(row['names']['shards']) ~ "() as s where s.shard_id <> " ~ shard) -%}
+    {%- if others -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: the feed " ~ spec['feed_id'] ~ " has events in shard(s) " ~ others | join(', ')
+          ~ " besides " ~ shard ~ ", and its writers choose shards by a rule the database does not know"
+          ~ " (no capture: trigger with a shard expression), so a snapshot of shard " ~ shard
+          ~ " would give other shards' keys a second history; snapshots support single-shard feeds and"
+          ~ " capture: trigger feeds with a shard expression") }}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- call statement('changefeed_snapshot', fetch_result=true, auto_begin=true) -%}
+    select pg_catalog.json_build_object('snapshot_id', s.snapshot_id, 'shard_id', {{ shard }},
+             'first_ulid', pg_catalog.encode(s.first_ulid, 'hex'))::text as cf_json
+      from {{ q ~ changefeed._postgres_ident(row['names']['snapshot_begin']) }}({{ shard }},
+             {{ lit(bounds[0]) if bounds[0] is not none else 'null' }},
+             {{ lit(bounds[1]) if bounds[1] is not none else 'null' }}) as s
+  {%- endcall -%}
+  {%- set result = fromjson(load_result('changefeed_snapshot')['data'][0][0]) -%}
+  {%- do adapter.commit() -%}
+  {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " shard " ~ shard ~ ": snapshot " ~ result['snapshot_id']
+             ~ " requested (block " ~ result['first_ulid'] ~ "); the next landing of the feed executes it", info=true) -%}
+  {{ return(result) }}
+{% endmacro %}
