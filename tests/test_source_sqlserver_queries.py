@@ -407,31 +407,3 @@ def test_the_landing_writer_lock_and_source_identity(monkeypatch: pytest.MonkeyP
     assert server.closed == closed + 1
     with pytest.raises(ChangefeedError, match=r"sp_getapplock for the landing of t\.x failed"):
         b.try_writer_lock("t.x")
-
-
-def test_a_landing_refuses_pending_snapshot_requests() -> None:
-    """Protocol 12.3: SQL Server landings do not execute snapshots yet, so a pending request
-    of a landed shard stops them (naming the request and how to finish it) rather than
-    leaving its block below the head; a feed without snapshots sends nothing."""
-    server = FakeServer()
-    registry(server)
-    b = backend(server)
-    info = b.describe(FEED, payload=False)
-    b.refuse_pending_snapshots(info, None)  # no snapshot table: nothing asked
-    names = {**info.names, "snapshot": "snapshot:dbo.orders",
-             "snapshot_finish": "snapshot_finish:dbo.orders"}  # fmt: skip
-    info = replace(info, info=replace(info.info, names=names))
-    row = (4, 2, u(1), u(2), None, None, None, None, None)
-    server.on(r"from \[changefeed\]\.\[snapshot:dbo\.orders\]", (["snapshot_id"], [row]))
-    server.statements.clear()
-    b.refuse_pending_snapshots(info, [0, 1])
-    with pytest.raises(ChangefeedSourceError) as refused:
-        b.refuse_pending_snapshots(info, None)
-    message = str(refused.value)
-    assert "pending snapshot requests 4 (shard 2)" in message
-    assert "exec [changefeed].[snapshot_finish:dbo.orders] @snapshot_id = <id>" in message
-    assert server.statements == 2 * [
-        "select snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to, requested_at, "
-        "finished_at, rows_landed from [changefeed].[snapshot:dbo.orders] "
-        "where finished_at is null order by snapshot_id"
-    ]

@@ -162,14 +162,15 @@ class Landing:
     def _snapshots(
         self, on_stage: StageCallback | None, on_progress: _snapshot.ProgressCallback | None
     ) -> bool:
-        """Execute the feed's pending snapshot requests (PostgreSQL); whether any ran."""
+        """Execute the feed's pending snapshot requests; whether any ran."""
         backend = self._connection()
-        if backend.dialect != "postgres":
-            return False
         info = backend.describe(self.options.feed, self.options.payload)
         requests = [
             r
-            for r in _snapshot.pending_requests(backend.conn, info)  # type: ignore[attr-defined]
+            for r in _snapshot.statements(backend.dialect).pending_requests(
+                backend.conn,  # type: ignore[attr-defined]
+                info,
+            )
             if self.options.shards is None or r.shard in self.options.shards
         ]
         if requests and info.payload is None:

@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from changefeed.client.core import quote_pg
 from changefeed.spark.source import ChangefeedSourceError, FeedOptions, SourceFeed
@@ -232,6 +232,32 @@ def split_keys(sample: Sequence[tuple[str, ...]], chunks: int) -> list[tuple[str
     return picked
 
 
+def chunk_terms(
+    shard_expression: str | None,
+    shard: int,
+    chunk: Chunk,
+    compare: Callable[[str, Sequence[Any]], tuple[str, list[Any]]],
+) -> tuple[list[str], list[Any]]:
+    """The terms of a chunk's predicate and their parameters: the shard expression's
+    shard (capture: trigger feeds), then each key bound as ``compare(op, bound)`` writes
+    it (the key compared with the bound by ``op``)."""
+    terms: list[str] = []
+    params: list[Any] = []
+    if shard_expression is not None:
+        terms.append(f"({shard_expression}) = %s")
+        params.append(shard)
+    bounds = (
+        (chunk.lower, ">=" if chunk.lower_inclusive else ">"),
+        (chunk.upper, "<=" if chunk.upper_inclusive else "<"),
+    )
+    for bound, op in bounds:
+        if bound is not None:
+            sql, values = compare(op, bound)
+            terms.append(sql)
+            params += values
+    return terms, params
+
+
 class SourceReader:
     """SQL for a request's chunks, on the feed's source table (PostgreSQL)."""
 
@@ -254,20 +280,12 @@ class SourceReader:
     def where(self, shard: int, chunk_or_range: Chunk) -> tuple[str, list[Any]]:
         """The predicate of a chunk (or of a whole request, as a chunk with index -1)."""
         key = f"row({', '.join(self.keys)})"
-        terms: list[str] = []
-        params: list[Any] = []
-        if self.shard_expression is not None:
-            terms.append(f"({self.shard_expression}) = %s")
-            params.append(shard)
-        bounds = (
-            (chunk_or_range.lower, ">=" if chunk_or_range.lower_inclusive else ">"),
-            (chunk_or_range.upper, "<=" if chunk_or_range.upper_inclusive else "<"),
-        )
-        for bound, op in bounds:
-            if bound is not None:
-                sql, values = self._row(bound)
-                terms.append(f"{key} {op} {sql}")
-                params += values
+
+        def compare(op: str, bound: Sequence[Any]) -> tuple[str, list[Any]]:
+            sql, values = self._row(bound)
+            return f"{key} {op} {sql}", values
+
+        terms, params = chunk_terms(self.shard_expression, shard, chunk_or_range, compare)
         return (" and ".join(terms) or "true"), params
 
     def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]:
@@ -303,15 +321,16 @@ def plan(
     """The chunks of the range and its estimated row count: split keys from the whole
     range's keys when it is small, else from a block sample of about 100 keys per chunk."""
     whole = Chunk(-1, lower, lower_inclusive, upper, True)
-    estimate = _estimated_rows(conn, reader.info.info.source)
+    db = statements(reader.info.dialect)
+    estimate = db.estimated_rows(conn, reader.info.info.source)
     if estimate < 20 * chunk_rows:
         sql, params = reader.sample_sql(shard, whole, None)
-        sample = [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        sample = [tuple(r) for r in db.fetch_all(conn, sql, params)]
         estimate = len(sample)
     else:
         percent = min(100.0, 100.0 * 100 * (estimate / chunk_rows) / estimate)
         sql, params = reader.sample_sql(shard, whole, percent)
-        sample = [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        sample = [tuple(r) for r in db.fetch_all(conn, sql, params)]
         if lower is not None or upper is not None or reader.shard_expression is not None:
             # The sample saw the range only: scale the estimate by its share of the table.
             estimate = int(len(sample) * 100 / percent)
@@ -476,16 +495,15 @@ def chunk_reader(
         try:
             conn = backend.conn  # type: ignore[attr-defined]
             builder = _builder(reader.info)
+            db = statements(reader.info.dialect)
             for spec in specs:
                 chunk = _chunk_from_json(spec)
                 sql, params = reader.chunk_sql(shard, chunk)
-                with conn.cursor() as cur:
-                    cur.execute(sql, params)
-                    done = 0
-                    while rows := cur.fetchmany(_ARROW_ROWS):
-                        ulids = ulid_column(first_ulid, chunk.index, done, len(rows))
-                        yield builder.build_columns(shard, ulids, rows)
-                        done += len(rows)
+                done = 0
+                for rows in db.fetch_batches(conn, sql, params, _ARROW_ROWS):
+                    ulids = ulid_column(first_ulid, chunk.index, done, len(rows))
+                    yield builder.build_columns(shard, ulids, rows)
+                    done += len(rows)
         finally:
             backend.close()
 
@@ -580,7 +598,8 @@ def execute(
         return 0
     first, lower, inclusive = point
     upper = tuple(str(v) for v in request.key_to) if request.key_to is not None else None
-    reader = SourceReader(info, shard_expression(backend.conn, info))
+    db = statements(info.dialect)
+    reader = db.reader(info, db.shard_expression(backend.conn, info))
     chunk_rows = landing.snapshot_chunk_rows
     chunks, estimate = plan(backend.conn, reader, shard, first, lower, inclusive, upper, chunk_rows)
     read = chunk_reader(landing.options, reader, shard, request.first_ulid)
@@ -611,7 +630,7 @@ def execute(
     total = rows
     if first > 0:  # resumed: the rows of earlier runs are in the table
         total = _landed_rows(spark, table, request)
-    finish(backend.conn, info, request, total)
+    db.finish(backend.conn, info, request, total)
     final = SnapshotProgress(
         request.snapshot_id, shard, rows, estimate, len(chunks), len(chunks),
         time.monotonic() - started, finished=True,
@@ -664,18 +683,14 @@ def request(
     options = parse_options(source_options)
     if not isinstance(shard, int) or isinstance(shard, bool) or not -(2**31) <= shard < 2**31:
         raise ChangefeedSourceError(f"shard must be a 32-bit integer, got {shard!r}")
-    if options.connection.dialect != "postgres":
-        raise ChangefeedSourceError(
-            "snapshots are executed by PostgreSQL landings only for now; on SQL Server call "
-            "the feed's snapshot_begin procedure when its landing supports snapshots"
-        )
     with open_backend(options.connection, options.changefeed_schema) as backend:
         info = backend.describe(options.feed, True)
         _snapshot_table(info)
         names = [k.name for k in info.keys]
         bounds = key_bound(key_from, names, "key_from"), key_bound(key_to, names, "key_to")
         conn = backend.conn  # type: ignore[attr-defined]
-        if shard_expression(conn, info) is None:
+        db = statements(info.dialect)
+        if db.shard_expression(conn, info) is None:
             others = sorted(set(backend.shards(info)) - {shard})
             if others:
                 raise ChangefeedSourceError(
@@ -685,4 +700,78 @@ def request(
                     f"shard {shard} would give other shards' keys a second history; snapshots "
                     "support single-shard feeds and capture: trigger feeds with a shard expression"
                 )
-        return request_snapshot(conn, info, shard, *bounds)
+        return db.request(conn, info, shard, *bounds)
+
+
+# -- The database's side, per dialect -------------------------------------------------
+
+
+class SnapshotStatements(Protocol):
+    """What a snapshot asks of the source database; :func:`statements` picks the
+    dialect's (PostgreSQL: this module's functions; SQL Server: ``_snapshot_sqlserver``)."""
+
+    def reader(self, info: SourceFeed, shard_expression: str | None) -> Any:
+        """The chunk and sample statements (``chunk_sql``, ``sample_sql``) of the feed."""
+        ...
+
+    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]: ...
+
+    def request(
+        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+    ) -> SnapshotRequest: ...
+
+    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None: ...
+
+    def shard_expression(self, conn: Any, info: SourceFeed) -> str | None: ...
+
+    def estimated_rows(self, conn: Any, source: str) -> int: ...
+
+    def fetch_all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    def fetch_batches(
+        self, conn: Any, sql: str, params: Sequence[Any], size: int
+    ) -> Iterator[list[tuple[Any, ...]]]: ...
+
+
+class PostgresStatements:
+    """PostgreSQL's side (psycopg): the functions of this module."""
+
+    def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
+        return SourceReader(info, shard_expression)
+
+    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
+        return pending_requests(conn, info)
+
+    def request(
+        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+    ) -> SnapshotRequest:
+        return request_snapshot(conn, info, shard, key_from, key_to)
+
+    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
+        finish(conn, info, request, rows)
+
+    def shard_expression(self, conn: Any, info: SourceFeed) -> str | None:
+        return shard_expression(conn, info)
+
+    def estimated_rows(self, conn: Any, source: str) -> int:
+        return _estimated_rows(conn, source)
+
+    def fetch_all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+    def fetch_batches(
+        self, conn: Any, sql: str, params: Sequence[Any], size: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            while rows := cur.fetchmany(size):
+                yield rows
+
+
+def statements(dialect: str) -> SnapshotStatements:
+    """The snapshot statements of a source database (``SourceFeed.dialect``)."""
+    if dialect == "sqlserver":
+        from changefeed.spark.landing._snapshot_sqlserver import SqlServerStatements
+
+        return SqlServerStatements()
+    return PostgresStatements()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from changefeed.client import ZERO_ULID, ChangefeedError, quote_mssql
+from changefeed.client import ZERO_ULID, ChangefeedError
 from changefeed.client import sqlserver as client
 from changefeed.spark.source._backend import (
     MAX_MOVES,
@@ -107,25 +107,6 @@ class SqlServerBackend(Backend):
             values = found.get(tuple(row[2 : 2 + nkeys]))
             out.append((*row, values is not None, *(values if values is not None else missing)))
         return out
-
-    def refuse_pending_snapshots(self, info: SourceFeed, shards: Sequence[int] | None) -> None:
-        """Fail while the feed has an unfinished snapshot request (protocol 12.3) of one of
-        ``shards`` (None: any): a SQL Server landing does not execute snapshots yet, and
-        landing the live events above a request's block would leave the block below the
-        table's head, where no landing may execute it any more."""
-        pending = [s for s in client.snapshots(self.conn, info.info, pending_only=True)
-                   if shards is None or s.shard_id in shards]  # fmt: skip
-        if not pending:
-            return
-        listed = ", ".join(f"{s.snapshot_id} (shard {s.shard_id})" for s in pending)
-        schema, name = info.changefeed_schema, info.name("snapshot_finish")
-        finish = f"{quote_mssql(schema)}.{quote_mssql(name)}"
-        raise ChangefeedSourceError(
-            f"feed {info.feed_id} has pending snapshot requests {listed}, and a SQL Server "
-            "landing cannot execute snapshots yet (PostgreSQL landings can); landing on would "
-            "put its live events above them for good. To land without them, mark each one "
-            f"finished: exec {finish} @snapshot_id = <id>, @rows_landed = 0"
-        )
 
     def try_writer_lock(self, table: str) -> str | None:
         return client.try_writer_lock(self.conn, table)
