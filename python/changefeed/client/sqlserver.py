@@ -961,8 +961,8 @@ class SqlServerFeed(FeedClient):
         reserved block lies above every block allocated before and below every one after,
         so every change committed later gets an event above it (protocol 12, P3). The
         procedure commits in a transaction of its own: the connection must be in
-        autocommit mode (:func:`connect`). Landings execute the requests; a SQL Server
-        landing does not yet, so a request stays pending (:meth:`snapshots`).
+        autocommit mode (:func:`connect`). The next landing of the feed executes the
+        request (``changefeed snapshot``; pending ones: :meth:`snapshots`).
         """
         info = self._snapshot_info(conn, "snapshot_begin")
         shard = _checks.shard(shard)
