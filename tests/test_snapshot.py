@@ -155,7 +155,7 @@ class Writers:
                 while not self.stop.is_set():
                     self._one(conn, rng, fresh)
                     self.done[number] += 1
-                    time.sleep(0.003)
+                    time.sleep(0.01)
         except BaseException as exc:  # reported by the test
             self.errors.append(exc)
 
