@@ -288,22 +288,27 @@ class SourceReader:
         terms, params = chunk_terms(self.shard_expression, shard, chunk_or_range, compare)
         return (" and ".join(terms) or "true"), params
 
+    def _order(self) -> str:
+        # Qualified: a bare name in ORDER BY means an output column first, and the
+        # sample's outputs are the keys as text, which would sort as text.
+        return ", ".join(f"s.{k}" for k in self.keys)
+
     def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]:
         where, params = self.where(shard, chunk)
-        select = ", ".join([*self.keys, *self.columns])
+        select = ", ".join([*(f"s.{k}" for k in self.keys), *(f"s.{c}" for c in self.columns)])
         return (
-            f"select {select} from {self.info.info.source} where {where} "
-            f"order by {', '.join(self.keys)}",
+            f"select {select} from {self.info.info.source} as s where {where} "
+            f"order by {self._order()}",
             params,
         )
 
     def sample_sql(self, shard: int, whole: Chunk, percent: float | None) -> tuple[str, list[Any]]:
         where, params = self.where(shard, whole)
-        keys_text = ", ".join(f"{k}::text" for k in self.keys)
+        keys_text = ", ".join(f"s.{k}::text" for k in self.keys)
         sample = f" tablesample system ({percent:.6f})" if percent is not None else ""
         return (
-            f"select {keys_text} from {self.info.info.source}{sample} where {where} "
-            f"order by {', '.join(self.keys)}",
+            f"select {keys_text} from {self.info.info.source} as s{sample} where {where} "
+            f"order by {self._order()}",
             params,
         )
 
