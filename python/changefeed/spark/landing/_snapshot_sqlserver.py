@@ -92,8 +92,9 @@ class SourceReader:
             if not _TYPE.fullmatch(key.db_type.strip()):
                 raise ChangefeedSourceError(
                     f"feed {info.feed_id}: the key column {key.name} is registered with type "
-                    f"{key.db_type!r}, which a snapshot cannot cast its key bounds to; run "
-                    "changefeed.upgrade_feed for the feed to register it again"
+                    f"{key.db_type!r}, which a snapshot cannot cast its key bounds to: the "
+                    "registry row's keys should hold a type as setup_feed writes it (bigint, "
+                    "nvarchar(40), decimal(12,2)); was it edited by hand?"
                 )
             if "binary" in _base(key.db_type):
                 raise ChangefeedSourceError(
