@@ -39,8 +39,8 @@ from changefeed.spark.landing._snapshot_plan import (
     ulid_column,
 )
 
-#: the scenario (two modes, five landing runs each, one dbt-spark run) took 4 minutes at a
-#: load average of 10 on 2 cores and 8 at 17, above the suite's 600 s default
+#: the scenario (two modes, five landing runs each, one dbt-spark run) took 3 minutes at a
+#: load average of 5-9 on 2 cores and 8 at 17, above the suite's 600 s default
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 DATABASE = "snapshot_tests"
