@@ -27,12 +27,11 @@ from tests.support.dbt_harness import DbtHarness, package_project
 from tests.test_spark_lakehouse import SCHEMA_MACRO
 
 from changefeed.spark.landing import ChangefeedSourceError, Landing, request_snapshot
-from changefeed.spark.landing._snapshot import (
+from changefeed.spark.landing._snapshot import SnapshotProgress, key_bound
+from changefeed.spark.landing._snapshot_plan import (
     CHUNK_LIMIT,
     MAX_CHUNKS,
-    SnapshotProgress,
     chunk_of,
-    key_bound,
     plan_chunks,
     resume_point,
     snapshot_ulid,
@@ -40,8 +39,8 @@ from changefeed.spark.landing._snapshot import (
     ulid_column,
 )
 
-#: the scenario (two modes, five landing runs each, one dbt-spark run) took 4 minutes at a
-#: load average of 10 on 2 cores and 8 at 17, above the suite's 600 s default
+#: the scenario (two modes, five landing runs each, one dbt-spark run) took 3 minutes at a
+#: load average of 5-9 on 2 cores and 8 at 17, above the suite's 600 s default
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 DATABASE = "snapshot_tests"
@@ -84,7 +83,7 @@ def test_chunk_plans_cover_the_range_once() -> None:
 
 
 def test_resume_point_follows_the_table_head() -> None:
-    from changefeed.spark.landing._snapshot import SnapshotRequest
+    from changefeed.spark.landing._snapshot_plan import SnapshotRequest
 
     first = bytes(8) + (3 << 36).to_bytes(8, "big")
     last = bytes(8) + ((4 << 36) - 1).to_bytes(8, "big")

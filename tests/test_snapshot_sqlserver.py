@@ -24,8 +24,9 @@ from tests.support.tsql import all_problems
 
 from changefeed.client.core import FeedInfo, KeyColumn
 from changefeed.spark import source as spark_source
-from changefeed.spark.landing import _snapshot
-from changefeed.spark.landing._snapshot import Chunk, plan_chunks, snapshot_ulid, split_keys
+from changefeed.spark.landing import _snapshot, _snapshot_plan
+from changefeed.spark.landing._snapshot_dialect import statements
+from changefeed.spark.landing._snapshot_plan import Chunk, plan_chunks, snapshot_ulid, split_keys
 from changefeed.spark.landing._snapshot_sqlserver import SourceReader, keyset
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed, parse_connection
 from changefeed.spark.source._sqlserver import SqlServerBackend
@@ -162,7 +163,7 @@ def fake_server() -> FakeServer:
 def test_requests_go_through_the_feeds_procedures() -> None:
     server = fake_server()
     conn = server.connect()
-    db = _snapshot.statements("sqlserver")
+    db = statements("sqlserver")
     info = feed()
     server.on(r"where finished_at is null", (["snapshot_id"], [request_row(4, '["eu", 3]')]))
     server.on(r"^exec \[changefeed\]\.\[snapshot_begin", (["snapshot_id", "first_ulid"],
@@ -214,21 +215,21 @@ def test_a_plan_samples_the_range_and_chunks_read_in_key_order(
     keys = [("eu", str(i)) for i in range(10)]
     server.on(r"from sys\.partitions", ([""], [(10,)]))
     server.on(r"^select cast\(s\.\[region\]", (["a", "b"], keys))
-    chunks, estimate = _snapshot.plan(conn, reader, 0, 2, ("eu", "0"), False, None, 4)
+    chunks, estimate = _snapshot_plan.plan(conn, reader, 0, 2, ("eu", "0"), False, None, 4)
     assert estimate == 10
     assert [(c.index, c.lower, c.upper) for c in chunks] == [
         (2, ("eu", "0"), ("eu", "3")), (3, ("eu", "3"), ("eu", "6")), (4, ("eu", "6"), None)
     ]  # fmt: skip
     rows = [("eu", i, "eu", i, Decimal(i) / 4) for i in range(7, 10)]
     server.on(r"^select s\.\[region\], s\.\[order\]\]id\]", (["r"], rows))
-    monkeypatch.setattr("changefeed.spark.landing._snapshot._ARROW_ROWS", 2)
+    monkeypatch.setattr("changefeed.spark.landing._snapshot_plan._ARROW_ROWS", 2)
     monkeypatch.setattr(
         "changefeed.spark.source._backend.open_backend",
         lambda connection, schema: SqlServerBackend(connection, schema, connect=server.connect),
     )
     options = spark_source.parse_options({"connection": URI, "feed": "dbo.orders"})
-    read = _snapshot.chunk_reader(options, reader, 0, BLOCK)
-    spec = pa.RecordBatch.from_pydict({"spec": [_snapshot.chunk_json(chunks[-1])]})
+    read = _snapshot_plan.chunk_reader(options, reader, 0, BLOCK)
+    spec = pa.RecordBatch.from_pydict({"spec": [_snapshot_plan.chunk_json(chunks[-1])]})
     batches = list(read(iter([spec])))
     assert [b.num_rows for b in batches] == [2, 1]
     ulids = [u for b in batches for u in b.column("ulid").to_pylist()]

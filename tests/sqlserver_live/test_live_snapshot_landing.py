@@ -23,7 +23,7 @@ import pytest
 from tests.support.sqlserver_live import LiveFeed, Server, Threads, run
 
 from changefeed.spark.landing import Landing, request_snapshot
-from changefeed.spark.landing._snapshot import chunk_of
+from changefeed.spark.landing._snapshot_plan import chunk_of
 
 ROWS = 2000
 CHUNK_ROWS = 300

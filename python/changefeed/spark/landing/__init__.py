@@ -55,13 +55,9 @@ from changefeed.spark.landing._landing import (
     StageCallback,
     check_source,
 )
-from changefeed.spark.landing._snapshot import (
-    CHUNK_ROWS,
-    ProgressCallback,
-    SnapshotProgress,
-    SnapshotRequest,
-)
+from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress
 from changefeed.spark.landing._snapshot import request as request_snapshot
+from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS, SnapshotRequest
 from changefeed.spark.source import ChangefeedSourceError
 
 __all__ = [

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.landing import _format, _snapshot
+from changefeed.spark.landing import _format, _snapshot, _snapshot_dialect, _snapshot_plan
 from changefeed.spark.source import (
     LANDING_FIX,
     Backend,
@@ -106,12 +106,12 @@ class Landing:
         *,
         keep_connection: bool = False,
         table_format: str | None = None,
-        snapshot_chunk_rows: int = _snapshot.CHUNK_ROWS,
-        snapshot_batch_rows: int = _snapshot.BATCH_ROWS,
+        snapshot_chunk_rows: int = _snapshot_plan.CHUNK_ROWS,
+        snapshot_batch_rows: int = _snapshot_plan.BATCH_ROWS,
     ) -> None:
-        if snapshot_chunk_rows < 1 or snapshot_chunk_rows >= _snapshot.CHUNK_LIMIT:
+        if snapshot_chunk_rows < 1 or snapshot_chunk_rows >= _snapshot_plan.CHUNK_LIMIT:
             raise ChangefeedSourceError(
-                f"snapshot_chunk_rows must be in [1, 2^{_snapshot.CHUNK_BITS}), got "
+                f"snapshot_chunk_rows must be in [1, 2^{_snapshot_plan.CHUNK_BITS}), got "
                 f"{snapshot_chunk_rows}"
             )
         if snapshot_batch_rows < 1:
@@ -167,7 +167,7 @@ class Landing:
         info = backend.describe(self.options.feed, self.options.payload)
         requests = [
             r
-            for r in _snapshot.statements(backend.dialect).pending_requests(
+            for r in _snapshot_dialect.statements(backend.dialect).pending_requests(
                 backend.conn,  # type: ignore[attr-defined]
                 info,
             )

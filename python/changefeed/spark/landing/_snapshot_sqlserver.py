@@ -2,7 +2,7 @@
 and :mod:`changefeed.client.sqlserver`: the requests (``[snapshot:<feed>]``,
 ``snapshot_begin``, ``snapshot_finish``), the feed's ``shard`` expression, and the chunk
 and sample reads of the source. :mod:`._snapshot` runs them exactly as it runs
-PostgreSQL's (:class:`~._snapshot.SnapshotStatements`).
+PostgreSQL's (:class:`~._snapshot_dialect.SnapshotStatements`).
 
 T-SQL has no row-value comparison, so a chunk's key bounds are written out column by
 column (:func:`keyset`). Bounds travel as text (JSON, to the executors) and are cast back
@@ -19,12 +19,8 @@ from typing import Any
 
 from changefeed.client import ChangefeedError, quote_mssql
 from changefeed.client import sqlserver as client
-from changefeed.spark.landing._snapshot import (
-    Chunk,
-    SnapshotRequest,
-    _decode_bound,
-    chunk_terms,
-)
+from changefeed.spark.landing._snapshot import _decode_bound
+from changefeed.spark.landing._snapshot_plan import Chunk, SnapshotRequest, chunk_terms
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed
 
 #: A registered SQL Server type as the statements may spell it: ``bigint``,
@@ -80,7 +76,7 @@ def keyset(
 
 class SourceReader:
     """T-SQL for a request's chunks on the feed's source table (the same statements as
-    :class:`._snapshot.SourceReader`, PostgreSQL's)."""
+    :class:`._snapshot_plan.SourceReader`, PostgreSQL's)."""
 
     def __init__(self, info: SourceFeed, shard_expression: str | None) -> None:
         if info.payload is None:
@@ -147,7 +143,8 @@ class SourceReader:
 
 
 class SqlServerStatements:
-    """A snapshot's database side on SQL Server (see :class:`._snapshot.SnapshotStatements`)."""
+    """A snapshot's database side on SQL Server
+    (:class:`._snapshot_dialect.SnapshotStatements`)."""
 
     def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
         return SourceReader(info, shard_expression)
