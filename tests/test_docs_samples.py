@@ -68,6 +68,9 @@ REGISTRY: dict[str, str] = {
     "getting-started-events": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-current": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-run": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "snapshot-cli": "tests/test_snapshot.py::test_the_docs_examples_run",
+    "snapshot-dbt": "tests/test_snapshot.py::test_the_docs_examples_run",
+    "snapshot-python": "tests/test_snapshot.py::test_the_docs_examples_run",
     "readme-commands": f"{HERE}::test_readme_commands_are_the_make_targets",
     "testing-tiers": f"{HERE}::test_testing_tiers_are_make_targets_and_select_tests",
     "readme-demo-summary": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",
@@ -815,6 +818,7 @@ SQLSERVER_TSQL = [
     ("docs/sqlserver.md", "202497d8a7cc"), ("docs/sqlserver.md", "bfb159a19ddb"),
     ("docs/sqlserver.md", "a92514c00fa2"), ("docs/sqlserver.md", "4fbb3d379ee3"),
     ("docs/sqlserver.md", "afef84dc54cb"), ("docs/sqlserver.md", "386eac4a24d9"),
+    ("docs/sqlserver.md", "39c0537a5446"),
 ]  # fmt: skip
 PROTOCOL_YAML = ("docs/protocol.md", "8698c6f5f285")
 SPARK_SOURCE_OFFSET = ("docs/spark-source.md", "1591be8699f1")

@@ -22,9 +22,12 @@ FEEDS_YML = Path(__file__).resolve().parents[1] / "macros" / "feeds.yml"
 CONTRACT = re.compile(r"Returns, on every adapter, exactly one of: (.*?)\.(?:\s|$)")
 
 
-#: Macros of macros/feeds.yml whose return value is a structure, not one word, with the
-#: test that checks it exactly.
-STRUCTURED = {"apply_retention": "tests/test_pg_retention.py"}
+#: Macros of macros/feeds.yml whose return value is a structure, not one word: the test
+#: that checks it exactly, and how feeds.yml names the structure.
+STRUCTURED = {
+    "apply_retention": ("tests/test_pg_retention.py", "a list"),
+    "request_snapshot": ("tests/test_snapshot.py", "a mapping"),
+}
 
 
 def documented() -> dict[str, set[str]]:
@@ -33,7 +36,7 @@ def documented() -> dict[str, set[str]]:
     for entry in yaml.safe_load(FEEDS_YML.read_text())["macros"]:
         if entry["name"] in STRUCTURED:
             text = " ".join(entry["description"].split())
-            assert "Returns, on PostgreSQL and SQL Server, a list" in text
+            assert f"Returns, on PostgreSQL and SQL Server, {STRUCTURED[entry['name']][1]}" in text
             continue
         found = CONTRACT.search(" ".join(entry["description"].split()))
         assert found, f"macros/feeds.yml: {entry['name']} does not document its return values"

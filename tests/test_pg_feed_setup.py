@@ -147,6 +147,7 @@ def test_setup_creates_every_object_then_a_second_setup_is_a_no_op(
         "barrier_acquire", "barrier_check", "shards", "feed_pk", "state_pk", "session_pk",
         "feed_ulid", "guard", "writer_role", "reader_role", "retention", "consumer",
         "retention_pk", "consumer_pk", "retain", "save_cursor", "forget_consumer",
+        "snapshot", "snapshot_pk", "snapshot_begin", "snapshot_finish",
     }  # fmt: skip
     oids = object_oids(admin, names)
     assert set(oids) == expected_kinds

@@ -29,6 +29,7 @@ from changefeed.client import (
     NeedsUpgrade,
     NoWriteInProgress,
     Retained,
+    Snapshot,
     SqlServerFeed,
     UlidRangeError,
     WriteAbandoned,
@@ -69,14 +70,18 @@ class Conn:
 
 
 RETENTION_KINDS = ("retention", "consumer", "retain", "save_cursor", "forget_consumer")
+SNAPSHOT_KINDS = ("snapshot", "snapshot_begin", "snapshot_finish")
 
 
-def feed(mode: str = "blocking", retention: bool = True) -> tuple[SqlServerFeed, FakeServer, Conn]:
+def feed(
+    mode: str = "blocking", retention: bool = True, snapshots: bool = True
+) -> tuple[SqlServerFeed, FakeServer, Conn]:
     server = FakeServer()
     names = {k: f"{k}:shop.orders" for k in (
         "lock", "update_state", "release", "ulid", "sequence", "feed", "outbox", "read_feed",
         "safe_point", "tombstone", "barrier_acquire", "barrier_check", "shards",
-        *(RETENTION_KINDS if retention else ()))}  # fmt: skip
+        *(RETENTION_KINDS if retention else ()),
+        *(SNAPSHOT_KINDS if snapshots else ()))}  # fmt: skip
     server.on(r"from \[changefeed\]\.\[feeds\] where feed_id = N'shop\.orders'",
               (["mode", "keys", "names", "source_schema", "source_table"],
                [(mode, json.dumps(KEYS), json.dumps(names), "shop", "orders")]))  # fmt: skip
@@ -355,3 +360,54 @@ def test_retention_calls_the_procedures_as_postgres_calls_its_functions() -> Non
         old.retain(conn, keep_last=1)
     assert old.consumers(conn) == [] and old.retention_horizon(conn, 0) is None
     assert server.statements == []
+
+
+def test_snapshots_call_the_procedures_and_check_the_key_bounds() -> None:
+    """snapshot_begin (then the request's row), snapshot_finish and the list of requests:
+    one statement each; the bounds are JSON arrays of one scalar per key column, checked
+    before any round trip; 51070 is InvalidArgument, 51071 LockInTransaction."""
+    client, server, conn = feed()
+    row = (7, 0, u(1 << 36), u((2 << 36) - 1), "[1000]", None, datetime(2030, 1, 2), None, None)
+    server.on(r"\[snapshot_begin:", (["snapshot_id", "first_ulid"], [(7, u(1 << 36))]))
+    server.on(r"from \[changefeed\]\.\[snapshot:", (["snapshot_id"], [row]))
+    server.on(r"\[snapshot_finish:", (["finished"], [(True,)]))
+    request = client.snapshot_begin(conn, 0, key_from=[1000])
+    assert request == Snapshot(7, 0, u(1 << 36), u((2 << 36) - 1), "[1000]", None,
+                               datetime(2030, 1, 2), None, None)  # fmt: skip
+    assert client.snapshot_finish(conn, 7, 12) is True
+    assert client.snapshots(conn, pending_only=True) == [request]
+    columns = ("snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to, requested_at, "
+               "finished_at, rows_landed")  # fmt: skip
+    assert server.statements == [
+        "exec [changefeed].[snapshot_begin:shop.orders] @shard_id = 0, @key_from = N'[1000]', "
+        "@key_to = NULL",
+        f"select {columns} from [changefeed].[snapshot:shop.orders] where snapshot_id = 7",
+        "exec [changefeed].[snapshot_finish:shop.orders] @snapshot_id = 7, @rows_landed = 12",
+        f"select {columns} from [changefeed].[snapshot:shop.orders] where finished_at is null "
+        "order by snapshot_id",
+    ]
+    server.statements.clear()
+    for call, message in (
+        (lambda: client.snapshot_begin(conn, None), "shard must be an integer"),
+        (lambda: client.snapshot_begin(conn, 0, key_from=1000), "a list of 1 value \\(order_id\\)"),
+        (lambda: client.snapshot_begin(conn, 0, key_to=[1, 2]), "a list of 1 value"),
+        (lambda: client.snapshot_begin(conn, 0, key_to=[None]), "string, number or boolean"),
+        (lambda: client.snapshot_finish(conn, 7, -1), "rows_landed must be in"),
+    ):
+        with pytest.raises(InvalidArgument, match=message):
+            call()
+    with pytest.raises(LockInTransaction, match="autocommit"):
+        client.snapshot_begin(Conn(server, autocommit=False), 0)
+    assert server.statements == []
+    server.on(r"\[snapshot_finish:", OperationalError(
+        51070, b"changefeed: snapshot_finish on shop.orders: no snapshot request 9"))  # fmt: skip
+    with pytest.raises(InvalidArgument, match=r"no snapshot request 9 \(SQL Server error 51070\)"):
+        client.snapshot_finish(conn, 9, 0)
+    server.on(r"\[snapshot_begin:", OperationalError(
+        51071, b"changefeed: snapshot_begin needs a transaction of its own"))  # fmt: skip
+    with pytest.raises(LockInTransaction, match="51071"):
+        client.snapshot_begin(conn, 0)
+    old, server, conn = feed(snapshots=False)
+    with pytest.raises(NeedsUpgrade, match="without snapshots"):
+        old.snapshot_begin(conn, 0)
+    assert old.snapshots(conn) == [] and server.statements == []

@@ -55,6 +55,7 @@ def rendered(dbt: DbtHarness) -> dict[str, dict[str, Any]]:
     out = matrix.render_cases(dbt, list(matrix.CASES))
     sqls = [case[s] for case in out.values() for s in matrix.SECTIONS]
     sqls += [statement for case in out.values() for statement in case["statements"]]
+    sqls += [statement for case in out.values() for statement in case["operations"]]
     parsed = warm_parse_cache(sqls)
     print(f"\nsqlserver render matrix: {len(out)} cases, {parsed} distinct statement shapes parsed")
     return out
@@ -94,6 +95,8 @@ def check_case(case: str, out: dict[str, Any]) -> list[str]:
                         problems.append(f"{case}/{section}: unexpected identifier {token.text!r}")
     for i, statement in enumerate(out.get("statements", [])):
         problems += all_problems(statement, f"{case}/statement {i}")
+    for i, statement in enumerate(out.get("operations", [])):
+        problems += all_problems(statement, f"{case}/operation {i}")
     return problems
 
 
@@ -117,14 +120,14 @@ def test_setup_batch_runs_exactly_the_feed_statements(
         assert found >= 0, f"statement {i} is not in the setup batch (in order):\n{statement}"
         position = found + len(statement)
     # the procedures are exactly the ones upgrade re-creates; the only tables upgrade
-    # creates are retention's, for a feed set up without them
+    # creates are retention's and snapshots', for a feed set up without them
     creates = [b for b in executesql_bodies(setup) if b.startswith("create or alter")]
     upgrade = executesql_bodies(out["upgrade"])
     assert creates == [b for b in upgrade if b.startswith("create or alter")]
     schema = "[" + matrix.CASES[case]["schema"].replace("]", "]]") + "]"
     tables = [
         f"create table {schema}.[{out['names'][kind].replace(']', ']]')}] (\n"
-        for kind in ("retention", "consumer")
+        for kind in ("retention", "consumer", "snapshot")
     ]
     created = [b for b in upgrade if b.startswith("create table")]
     assert [b[: len(t)] for b, t in zip(created, tables, strict=True)] == tables
@@ -848,12 +851,12 @@ def test_retention_objects_are_created_granted_and_dropped(
                         f"grant select on object::{q['consumer']} to {reader}"):  # fmt: skip
             assert granted in setup and granted in out["upgrade"], (case, granted)
         assert f"object::{q['retain']}" not in setup, "retain is the owner's only"
-        # the names registered before retention are accepted as the same feed
+        # the names registered before retention (and snapshots) are accepted as the same feed
         registered = matrix.registered_names(setup)
         assert registered.keys() >= {"retention", "consumer", "retain", "save_cursor"}
         before = {k: v for k, v in registered.items() if k not in (
             "retention", "consumer", "pk_retention", "pk_consumer", "retain", "save_cursor",
-            "forget_consumer")}  # fmt: skip
+            "forget_consumer", *SNAPSHOT_KINDS)}  # fmt: skip
         legacy = json.dumps(before, sort_keys=True, separators=(", ", ": "))
         assert "convert(varbinary(max), N'" + legacy.replace("'", "''") + "')" in setup
 
@@ -1018,3 +1021,148 @@ def test_the_client_names_capture_check_as_setup_does(rendered: dict[str, dict[s
     for case in cases:
         feed_id = matrix.CASES[case]["feed_id"]
         assert object_name("capture_check", feed_id) == rendered[case]["names"]["capture_check"]
+
+
+# -- snapshots (protocol 12) ----------------------------------------------------------------
+
+SNAPSHOT_KINDS = ("snapshot", "pk_snapshot", "snapshot_begin", "snapshot_finish")
+BEGIN = "create or alter procedure [changefeed].[snapshot_begin:"
+
+
+def test_snapshot_objects_are_created_granted_and_dropped(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Every feed gets the request table and snapshot_begin and snapshot_finish; the reader
+    may call both and read the table; teardown drops them; setup of a feed registered
+    without them (set up by a package with retention, before snapshots) adds them
+    ('updated', not error 51053), as upgrade does."""
+    for case in ("blocking_int", "outbox_trigger"):
+        out = rendered[case]
+        names = out["names"]
+        q = {k: "[changefeed].[" + names[k] + "]" for k in SNAPSHOT_KINDS if k != "pk_snapshot"}
+        reader = "[" + names["reader"] + "]"
+        for section in ("setup", "upgrade"):
+            sql = out[section]
+            create = (
+                f"if object_id(N'{q['snapshot']}', N'U') is null\n"
+                f"    exec sp_executesql N'create table {q['snapshot']} ("
+            )
+            assert create in sql, (case, section)
+            assert f"constraint [{names['pk_snapshot']}] primary key (snapshot_id)" in sql
+            for granted in (f"grant select on object::{q['snapshot']}",
+                            f"grant execute on object::{q['snapshot_begin']}",
+                            f"grant execute on object::{q['snapshot_finish']}"):  # fmt: skip
+                assert f"{granted} to {reader}" in sql, (case, section, granted)
+            for kind in q:
+                assert f"object::{q[kind]} to [{names['writer']}]" not in sql, (case, kind)
+        for kind, what in (("snapshot_begin", "procedure"), ("snapshot_finish", "procedure"),
+                           ("snapshot", "table")):  # fmt: skip
+            assert f"drop {what} {q[kind]};" in out["teardown"], (case, kind)
+        registered = matrix.registered_names(out["setup"])
+        assert registered.keys() >= set(SNAPSHOT_KINDS)
+        before = {k: v for k, v in registered.items() if k not in SNAPSHOT_KINDS}
+        legacy = json.dumps(before, sort_keys=True, separators=(", ", ": "))
+        assert "<> convert(varbinary(max), N'" + legacy.replace("'", "''") + "')" in out["setup"]
+
+
+def test_snapshot_begin_reserves_an_empty_block_under_the_state_row_lock(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """12.1: arguments first (51070), outside any transaction (51071); then one short
+    transaction that locks the state row (creating it if missing), allocates the block of
+    section 3 with the time hint now, moves the state past it and records the request.
+    No shard lock, no mover lock, no session row, no event."""
+    for case, table in (("blocking_int", "shop.orders"), ("outbox_trigger", "shop.order_lines")):
+        body = _body(rendered[case]["setup"], BEGIN)
+        state, snapshot = f"[changefeed].[state:{table}]", f"[changefeed].[snapshot:{table}]"
+        order = [
+            "if @@trancount > 0\n        throw 51071",
+            "if (@@options & 2) = 2\n        throw 51071",
+            "if @shard_id is null\n        throw 51070",
+            "if @key_from is not null",
+            "if @key_to is not null",
+            "begin transaction;",
+            f"from {state} with (updlock, holdlock, rowlock)\n        where shard_id = @shard_id;",
+            f"insert into {state} (shard_id, time, ulid_high, ulid_low, generation)",
+            "set @t = sysutcdatetime();",
+            "if @st_time is null or @t > @st_time",
+            f"update {state}\n        set time = @b_time, ulid_high = @b_high,"
+            " ulid_low = @b_start + convert(bigint, 68719476736)",
+            f"set @snapshot_id = next value for [changefeed].[sequence:{table}];",
+            f"insert into {snapshot} (",
+            "convert(binary(16), @b_high + convert(binary(8),"
+            " @b_start + convert(bigint, 68719476735)))",
+            "commit;",
+            "select @snapshot_id as snapshot_id, @first_ulid as first_ulid;",
+        ]
+        at = [body.index(part) for part in order]
+        assert at == sorted(at), case
+        for absent in ("sp_getapplock", "feed_write_lock", "[session:", "[feed:", "[outbox:"):
+            assert absent not in body, (case, absent)
+
+
+def test_snapshot_key_bounds_must_be_json_arrays_of_one_scalar_per_key_column(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """12.1 step 1: null, or an array (ISJSON and the first non-blank character) whose
+    elements below the key's length are non-null scalars and which has no element after
+    them (a strict path to it must fail with 13608); no OPENJSON, which needs
+    compatibility level 130. The message names the accepted form."""
+    for case, values, form in (
+        ("blocking_int", 1, "a JSON array of 1 value (the key order_id)"),
+        ("outbox_trigger", 3, "a JSON array of 3 values (the key tenant_id, sku, version)"),
+    ):
+        body = _body(rendered[case]["setup"], BEGIN)
+        assert "openjson" not in body.lower()
+        for param in ("@key_from", "@key_to"):
+            check = body[body.index(f"if {param} is not null") :]
+            check = check[: check.index("throw 51070, @msg, 1;")]
+            nested = [f"if isjson({param}) = 1", f"substring({param}, patindex(", "= N'['"]
+            nested += [f"json_value({param}, N'$[{i}]') is not null" for i in range(values)]
+            nested += [f"set @probe = json_value({param}, N'strict $[{values}]');",
+                       "if error_number() = 13608", "set @bad = 0;", "if @bad = 1"]  # fmt: skip
+            at = [check.index(part) for part in nested]
+            assert at == sorted(at), (case, param)
+            assert f"N'$[{values}]') is not null" not in check
+            assert f"{param} must be NULL or {form}, got '," in check, (case, param)
+
+
+def test_snapshot_finish_finishes_once_and_refuses_unknown_requests(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    body = _body(rendered["blocking_int"]["setup"], BEGIN.replace("_begin:", "_finish:"))
+    order = [
+        "if @snapshot_id is null or @rows_landed is null or @rows_landed < 0\n        throw 51070",
+        "set finished_at = sysutcdatetime(), rows_landed = @rows_landed\n"
+        "    where snapshot_id = @snapshot_id and finished_at is null;\n"
+        "    set @finished = case when @@rowcount = 1 then 1 else 0 end;",
+        "if @finished = 0 and not exists (select 1 from [changefeed].[snapshot:shop.orders]"
+        " where snapshot_id = @snapshot_id)",
+        "N'changefeed: snapshot_finish on shop.orders: no snapshot request ',",
+        "throw 51070, @msg, 1;",
+        "select @finished as finished;",
+    ]
+    at = [body.index(part) for part in order]
+    assert at == sorted(at)
+
+
+def test_request_snapshot_sends_snapshot_begin_and_reads_the_block_back_as_hex(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """sqlserver__request_snapshot: the registry row through sp_executesql only where the
+    registry exists; a plain exec of snapshot_begin (INSERT ... EXEC would wrap it in a
+    transaction, which it refuses); the first ULID read back as hex (dbt's tables hold text)."""
+    lookup, begin, first = rendered["outbox_trigger"]["operations"]
+    assert lookup.startswith("declare @names nvarchar(max), @keys nvarchar(max),")
+    assert (
+        "if object_id(N'[changefeed].[feeds]', N'U') is not null\n    exec sp_executesql" in lookup
+    )
+    assert lookup.endswith("select @names as names, @keys as keys, @options as options;")
+    assert begin == (
+        "exec [changefeed].[snapshot_begin:shop.order_lines]\n    @shard_id = 3,\n"
+        "    @key_from = N'[1]',\n    @key_to = null;"
+    )
+    assert first == (
+        "select lower(convert(varchar(32), first_ulid, 2)) as first_ulid\n"
+        "from [changefeed].[snapshot:shop.order_lines]\nwhere snapshot_id = 7;"
+    )

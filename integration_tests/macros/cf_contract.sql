@@ -20,3 +20,11 @@
   {%- set returned = changefeed.apply_retention(relation, max_age_seconds, keep_last, override_consumers, shard) -%}
   {%- do log('cf_retention returned: ' ~ returned, info=true) -%}
 {% endmacro %}
+
+
+{#- For tests/test_snapshot.py: request_snapshot as a run-operation would, logging what it
+    returned as JSON. -#}
+{% macro cf_snapshot_call(relation, shard=0, key_from=none, key_to=none) %}
+  {%- set returned = changefeed.request_snapshot(relation, shard, key_from, key_to) -%}
+  {%- do log('cf_snapshot returned: ' ~ tojson(returned), info=true) -%}
+{% endmacro %}

@@ -90,7 +90,7 @@
                     'tombstone', 'barrier_acquire', 'barrier_check', 'shards', 'lock_try',
                     'feed_pk', 'state_pk', 'session_pk', 'feed_ulid',
                     'retention', 'consumer', 'retention_pk', 'consumer_pk', 'retain', 'save_cursor',
-                    'forget_consumer'] -%}
+                    'forget_consumer', 'snapshot', 'snapshot_pk', 'snapshot_begin', 'snapshot_finish'] -%}
   {%- set blocking = ['lock', 'lock_wait', 'ulid', 'update_state', 'release', 'guard'] -%}
   {%- set outbox = ['outbox', 'move_outbox', 'outbox_pk', 'outbox_txid', 'outbox_hint'] -%}
   {%- set kinds = common + (blocking if mode != 'outbox' else []) + (outbox if mode != 'blocking' else []) -%}

@@ -13,8 +13,8 @@
           feed, outbox, state or sessions, nor change the state.
   reader: select on the feed (and on the retention and consumer tables, granted where
           they are created: retention.sql); read_feed, safe_point, barrier_acquire,
-          barrier_check, tombstone, shards, save_cursor, forget_consumer and (outbox)
-          move_outbox. No table writes. retain (removing events) is the owner's only.
+          barrier_check, tombstone, shards, save_cursor, forget_consumer, snapshot_begin,
+          snapshot_finish and (outbox) move_outbox; select on snapshot:<feed> (snapshot.sql). No table writes. retain (removing events) is the owner's only.
   Both: usage on the changefeed schema and select on the registry (clients read names).
 -#}
 {% macro _postgres_grants_statements(ctx, routines_only=false) %}
@@ -55,7 +55,7 @@ $cfrole$
     {%- do statements.append('grant execute on procedure ' ~ q['move_outbox'] ~ ' to ' ~ reader) -%}
   {%- endif -%}
   {%- for kind in ['read_feed', 'safe_point', 'barrier_acquire', 'barrier_check', 'tombstone', 'shards',
-                   'save_cursor', 'forget_consumer'] -%}
+                   'save_cursor', 'forget_consumer', 'snapshot_begin', 'snapshot_finish'] -%}
     {%- do statements.append('grant execute on function ' ~ q[kind] ~ ' to ' ~ reader) -%}
   {%- endfor -%}
   {{ return(statements) }}

@@ -126,6 +126,7 @@ begin
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_capture_routine_statements(ctx)) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) if ctx['capture'] == 'trigger' else '' }}
+{{ changefeed._postgres_sql_snapshot_add(ctx) }}
       return;
     end if;
     -- Only the options changed: replace the routines, which embed them. `create or replace`
@@ -133,6 +134,7 @@ begin
     -- finishes on the old body instead of failing with "cache lookup failed".
 {{ changefeed._postgres_sql_constraints_sync(ctx) }}{{ changefeed._postgres_sql_row_image_sync(ctx) }}
 {{ changefeed._postgres_sql_retention_sync(ctx) }}
+{{ changefeed._postgres_sql_snapshot_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}
@@ -159,6 +161,7 @@ begin
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx)) }}
 {{ changefeed._postgres_sql_retention_sync(ctx) }}
+{{ changefeed._postgres_sql_snapshot_sync(ctx) }}
 {{ changefeed._postgres_sql_guard_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_sync(ctx) }}
   insert into {{ registry }} as f
@@ -186,7 +189,8 @@ end
             + changefeed._postgres_tables_statements(ctx)
             + changefeed._postgres_routine_statements(ctx)
             + changefeed._postgres_grants_statements(ctx)
-            + changefeed._postgres_retention_tables_statements(ctx)) }}
+            + changefeed._postgres_retention_tables_statements(ctx)
+            + changefeed._postgres_snapshot_tables_statements(ctx)) }}
 {% endmacro %}
 
 
@@ -237,7 +241,8 @@ end
   {%- endif -%}
   {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
                        ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function'),
-                       ('retain', 'function'), ('save_cursor', 'function'), ('forget_consumer', 'function')]) -%}
+                       ('retain', 'function'), ('save_cursor', 'function'), ('forget_consumer', 'function'),
+                       ('snapshot_begin', 'function'), ('snapshot_finish', 'function')]) -%}
   {%- if mode != 'blocking' -%}
     {%- do kinds.append(('move_outbox', 'procedure')) -%}
   {%- endif -%}

@@ -94,6 +94,7 @@ begin
     routine explicitly here. -#}
 {{ changefeed._postgres_sql_constraints_sync(ctx) }}{{ changefeed._postgres_sql_row_image_sync(ctx) }}
 {{ changefeed._postgres_sql_retention_sync(ctx) }}
+{{ changefeed._postgres_sql_snapshot_sync(ctx) }}
 {{ changefeed._postgres_sql_capture_check(ctx) }}
 {{ changefeed._postgres_execute_all(changefeed._postgres_routine_statements(ctx)
      + changefeed._postgres_grants_statements(ctx, routines_only=true)) }}

@@ -41,6 +41,9 @@
       'retain': ('retain', 'procedure', ['blocking', 'outbox']),
       'save_cursor': ('save_cursor', 'procedure', ['blocking', 'outbox']),
       'forget_consumer': ('forget_consumer', 'procedure', ['blocking', 'outbox']),
+      'snapshot': ('snapshot', 'table', ['blocking', 'outbox']),
+      'snapshot_begin': ('snapshot_begin', 'procedure', ['blocking', 'outbox']),
+      'snapshot_finish': ('snapshot_finish', 'procedure', ['blocking', 'outbox']),
       'writer': ('changefeed_writer', 'role', ['blocking', 'outbox']),
       'reader': ('changefeed_reader', 'role', ['blocking', 'outbox']),
       'pk_state': ('pk:state', 'constraint', ['blocking', 'outbox']),
@@ -50,6 +53,7 @@
       'pk_incident': ('pk:incident', 'constraint', ['blocking', 'outbox']),
       'pk_retention': ('pk:retention', 'constraint', ['blocking', 'outbox']),
       'pk_consumer': ('pk:consumer', 'constraint', ['blocking', 'outbox']),
+      'pk_snapshot': ('pk:snapshot', 'constraint', ['blocking', 'outbox']),
       'ck_session_state': ('ck:session.state', 'constraint', ['blocking', 'outbox']),
       'df_order_sequence': ('df:outbox.order_sequence', 'constraint', ['outbox']),
       'df_txid': ('df:outbox.txid', 'constraint', ['outbox']),
@@ -119,11 +123,16 @@
         'sql': schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(guard_raw),
         'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(guard_raw))}}) -%}
   {%- endif -%}
-  {#- The names a feed set up by a package without retention registered: setup accepts
-      them as the same feed and adds the retention objects ('updated'). -#}
-  {%- set legacy = {} -%}
-  {%- for key, raw in registered.items() if key not in changefeed._sqlserver_retention_kinds() -%}
-    {%- do legacy.update({key: raw}) -%}
+  {#- The names a feed set up by an older package registered: without snapshots, and
+      without retention (nor snapshots). Setup accepts them as the same feed and adds the
+      missing objects ('updated'). -#}
+  {%- set before_snapshot = {} -%}
+  {%- set before_retention = {} -%}
+  {%- for key, raw in registered.items() if key not in changefeed._sqlserver_snapshot_kinds() -%}
+    {%- do before_snapshot.update({key: raw}) -%}
+    {%- if key not in changefeed._sqlserver_retention_kinds() -%}
+      {%- do before_retention.update({key: raw}) -%}
+    {%- endif -%}
   {%- endfor -%}
 
   {#- Key columns. The feed's own column names are reserved (compared case-insensitively,
@@ -206,7 +215,7 @@
       'source_sql': source_sql,
       'source_lit': changefeed._sqlserver_literal(source_sql),
       'names_json': tojson(registered, sort_keys=true),
-      'names_json_before_retention': tojson(legacy, sort_keys=true),
+      'names_json_older': [tojson(before_snapshot, sort_keys=true), tojson(before_retention, sort_keys=true)],
       'key_names': key_names,
       'key_decls': key_decls,
       'key_sig_json': tojson(key_sig),

@@ -1,9 +1,10 @@
 {#-
   Permissions (protocol section 9). The writer may take the lock, number its rows and
   publish (blocking), or insert into the outbox (outbox); it reads nothing. The reader
-  may read the feed (and the retention and consumer tables, granted where they are
-  created: retention.sql), call the reading procedures and register its cursor
-  (save_cursor, forget_consumer); it writes nothing directly. retain, which removes
+  may read the feed (and the retention, consumer and snapshot tables, granted where they
+  are created: retention.sql, snapshot.sql), call the reading procedures, register its
+  cursor (save_cursor, forget_consumer) and request and finish snapshots (snapshot_begin,
+  snapshot_finish); it writes nothing directly. retain, which removes
   events, is the owner's only. The
   procedures reach the tables through ownership chaining (same owner, same schema), so
   no table permission is needed for them, and nothing is granted to public.
@@ -31,6 +32,8 @@
       'grant execute on object::' ~ n.shards.sql,
       'grant execute on object::' ~ n.save_cursor.sql,
       'grant execute on object::' ~ n.forget_consumer.sql,
+      'grant execute on object::' ~ n.snapshot_begin.sql,
+      'grant execute on object::' ~ n.snapshot_finish.sql,
       'grant execute on type::' ~ n.read_type.sql,
   ] -%}
   {#- read_feed reaches capture_check by ownership chaining; granted too, so that a reader

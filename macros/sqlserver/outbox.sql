@@ -19,15 +19,7 @@ begin try
 {{ p }}        throw 51021, @msg, 1;
 {{ p }}    end;
 
-{{ p }}    select @st_time = time, @st_high = ulid_high, @st_low = ulid_low
-{{ p }}    from {{ n.state.sql }} with (updlock, holdlock, rowlock)
-{{ p }}    where shard_id = @shard_id;
-{{ p }}    if @@rowcount = 0
-{{ p }}    begin
-{{ p }}        insert into {{ n.state.sql }} (shard_id, time, ulid_high, ulid_low, generation)
-{{ p }}        values (@shard_id, null, 0x0000000000000000, 0, 0);
-{{ p }}        select @st_time = null, @st_high = 0x0000000000000000, @st_low = 0;
-{{ p }}    end;
+{{ p }}    {{ changefeed._sqlserver_sql_state_for_update(c, depth + 4) }}
 
 {{ p }}    -- Committed source transactions only: an uncommitted writer's rows are locked and
 {{ p }}    -- skipped (readpast), and are moved by a later call, above the head (invariant O3).

@@ -67,3 +67,32 @@ end;
   {%- endset -%}
   {{ return(sql) }}
 {% endmacro %}
+
+
+{#- The feed's registry row for the dbt operations (apply_retention, request_snapshot):
+    {names, keys, options}, each parsed from its JSON, or none when the feed (or the
+    registry) does not exist. -#}
+{% macro _sqlserver_registry_row(c) %}
+  {%- set found = run_query(changefeed._sqlserver_sql_registry_row(c)) -%}
+  {%- set row = found.rows[0] if found is not none and found.rows | length > 0 else none -%}
+  {%- if row is none or row['names'] is none -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {{ return({'names': fromjson(row['names']), 'keys': fromjson(row['keys']),
+             'options': fromjson(row['options'])}) }}
+{% endmacro %}
+
+
+{#- T-SQL: the registry row's names, keys and options as one row, nulls when there is none.
+    The registry may not exist: its query runs through sp_executesql only when it does. -#}
+{% macro _sqlserver_sql_registry_row(c) -%}
+{%- set feeds = c.schema_sql ~ '.[feeds]' -%}
+{%- set lit = changefeed._sqlserver_literal -%}
+declare @names nvarchar(max), @keys nvarchar(max), @options nvarchar(max);
+if object_id({{ lit(feeds) }}, N'U') is not null
+    exec sp_executesql
+        {{ lit('select @names = names, @keys = keys, @options = options from ' ~ feeds ~ ' where feed_id = @feed_id') }},
+        N'@feed_id nvarchar(300), @names nvarchar(max) output, @keys nvarchar(max) output, @options nvarchar(max) output',
+        @feed_id = {{ c.feed_lit }}, @names = @names output, @keys = @keys output, @options = @options output;
+select @names as names, @keys as keys, @options as options;
+{%- endmacro %}

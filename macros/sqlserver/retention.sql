@@ -27,27 +27,13 @@
   {%- set spec = changefeed._feed_identity(changefeed._feed_relation(relation)) -%}
   {%- do changefeed._feed_retention_policy_check(max_age_seconds, keep_last, override_consumers, shard) -%}
   {%- set c = changefeed._sqlserver_feed_context(spec) -%}
-  {%- set feeds = c.schema_sql ~ '.[feeds]' -%}
-  {%- set lit = changefeed._sqlserver_literal -%}
-  {#- The registry may not exist: its query runs through sp_executesql only when it does,
-      and the batch always returns one row (a null names: not set up). -#}
-  {%- set lookup -%}
-declare @names nvarchar(max);
-if object_id({{ lit(feeds) }}, N'U') is not null
-    exec sp_executesql
-        {{ lit('select @names = names from ' ~ feeds ~ ' where feed_id = @feed_id') }},
-        N'@feed_id nvarchar(300), @names nvarchar(max) output',
-        @feed_id = {{ c.feed_lit }}, @names = @names output;
-select @names as names;
-  {%- endset -%}
-  {%- set found = run_query(lookup) -%}
-  {%- set names_text = found.columns[0].values()[0] if found is not none and found.rows | length > 0 else none -%}
-  {%- if names_text is none -%}
+  {%- set row = changefeed._sqlserver_registry_row(c) -%}
+  {%- if row is none -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: the feed " ~ spec['feed_id'] ~ " is not set up, so it has no events to remove;"
         ~ " check the relation, or set it up with `dbt run-operation changefeed.setup_feed`") }}
   {%- endif -%}
-  {%- set names = fromjson(names_text) -%}
+  {%- set names = row['names'] -%}
   {%- if 'retain' not in names -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: the feed " ~ spec['feed_id'] ~ " was set up by a package without retention;"

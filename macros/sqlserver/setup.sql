@@ -91,10 +91,12 @@ begin
     throw 51052, @msg, 1;
 end
 -- A newer protocol may add objects (and names): compared within one version only.
--- A feed set up by a package without retention registered fewer names: it gets the
--- retention objects ('updated' below).
+-- A feed set up by a package without snapshots, or without retention, registered fewer
+-- names: it gets the missing objects ('updated' below).
 else if @version = {{ c.version }} and convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(c.names_json) }})
-    and convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(c.names_json_before_retention) }})
+{%- for older in c.names_json_older %}
+    and convert(varbinary(max), @names) <> convert(varbinary(max), {{ lit(older) }})
+{%- endfor %}
 begin
     set @msg = concat(
         N'changefeed: the object names of feed ', {{ c.feed_lit }}, N' differ from the registered ones (',
@@ -182,6 +184,7 @@ end;
   {#- repaired re-creates the trigger with the procedures and grants, as updated does. -#}
   {%- set body = ['if @action in (N\'created\', N\'updated\', N\'repaired\')', 'begin'] -%}
   {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_retention_tables_statements(c)
+                       + changefeed._sqlserver_snapshot_tables_statements(c)
                        + changefeed._sqlserver_routine_statements(c) + changefeed._sqlserver_grants_statements(c) -%}
     {%- do body.append(statement) -%}
   {%- endfor -%}
@@ -214,8 +217,8 @@ select @action as action;
 {#-
   Every T-SQL statement that creates a feed's objects, in order (pure: no queries). The
   shared schema and registry first, then tables, sequence, type and roles, then the
-  retention tables (each created when missing, so that a feed set up without them gets
-  them), the procedures and functions, then the grants. _sqlserver_setup_batch runs exactly these,
+  retention and snapshot tables (each created when missing, so that a feed set up without
+  them gets them), the procedures and functions, then the grants. _sqlserver_setup_batch runs exactly these,
   guarded, in one transaction; the render tests parse each of them.
 -#}
 {% macro _sqlserver_feed_statements(spec) %}
@@ -224,6 +227,7 @@ select @action as action;
       + changefeed._sqlserver_tables_statements(c)
       + changefeed._sqlserver_capture_check(c)
       + changefeed._sqlserver_retention_tables_statements(c)
+      + changefeed._sqlserver_snapshot_tables_statements(c)
       + changefeed._sqlserver_routine_statements(c)
       + changefeed._sqlserver_grants_statements(c)) }}
 {% endmacro %}
@@ -254,6 +258,8 @@ select @action as action;
   {%- do bodies.append(changefeed._sqlserver_routine_retain(c)) -%}
   {%- do bodies.append(changefeed._sqlserver_routine_save_cursor(c)) -%}
   {%- do bodies.append(changefeed._sqlserver_routine_forget_consumer(c)) -%}
+  {%- do bodies.append(changefeed._sqlserver_routine_snapshot_begin(c)) -%}
+  {%- do bodies.append(changefeed._sqlserver_routine_snapshot_finish(c)) -%}
   {%- set statements = [] -%}
   {%- for body in bodies -%}
     {%- do statements.append(changefeed._sqlserver_exec(body)) -%}

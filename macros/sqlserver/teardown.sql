@@ -36,12 +36,12 @@
   {%- set drops = [('trigger', n.capture), ('procedure', n.capture_check)] -%}
   {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',
                   'lock', 'update_state', 'release', 'feed_write_lock', 'retain', 'save_cursor',
-                  'forget_consumer'] -%}
+                  'forget_consumer', 'snapshot_begin', 'snapshot_finish'] -%}
     {%- do drops.append(('procedure', n[key])) -%}
   {%- endfor -%}
   {%- do drops.append(('function', n.ulid)) -%}
   {%- do drops.append(('type', n.read_type)) -%}
-  {%- for key in ['outbox', 'feed', 'session', 'incident', 'state', 'retention', 'consumer'] -%}
+  {%- for key in ['outbox', 'feed', 'session', 'incident', 'state', 'retention', 'consumer', 'snapshot'] -%}
     {%- do drops.append(('table', n[key])) -%}
   {%- endfor -%}
   {%- do drops.append(('sequence', n.sequence)) -%}

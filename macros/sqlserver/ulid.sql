@@ -25,6 +25,27 @@ if @st_time is null or @t > @st_time
 
 
 {#-
+  T-SQL fragment, inside a transaction: the state row of shard @shard_id under an update
+  lock held to the commit (the lock every allocation takes, section 3), read into @st_time,
+  @st_high, @st_low; created first if the shard has none. The range lock of (updlock,
+  holdlock) keeps a concurrent creator out until the commit. Movers and snapshot_begin
+  allocate after it; lock calls lock the row themselves (writer.sql).
+-#}
+{% macro _sqlserver_sql_state_for_update(c, depth=0) -%}
+{%- set p = ' ' * depth -%}
+select @st_time = time, @st_high = ulid_high, @st_low = ulid_low
+{{ p }}from {{ c.n.state.sql }} with (updlock, holdlock, rowlock)
+{{ p }}where shard_id = @shard_id;
+{{ p }}if @@rowcount = 0
+{{ p }}begin
+{{ p }}    insert into {{ c.n.state.sql }} (shard_id, time, ulid_high, ulid_low, generation)
+{{ p }}    values (@shard_id, null, 0x0000000000000000, 0, 0);
+{{ p }}    select @st_time = null, @st_high = 0x0000000000000000, @st_low = 0;
+{{ p }}end;
+{%- endmacro %}
+
+
+{#-
   [ulid:<feed>](@v) (blocking mode; protocol section 3): the ULID of sequence value @v in
   this connection's write, ulid_high || int8(block_start + i) with i = @v - seq_start - 1.
   A function cannot raise, so errors are conversion errors that carry the message.

@@ -13,8 +13,8 @@
 
 {#-
   Re-creates a registered feed's procedures and functions (`create or alter`) and its
-  grants, disables lock escalation on its hot tables, and creates the retention tables of
-  a feed set up without them, in one batch and one transaction
+  grants, disables lock escalation on its hot tables, and creates the retention and
+  snapshot tables of a feed set up without them, in one batch and one transaction
   under the setup lock; tables, data and roles are kept. The mode, key, capture and shard
   must match the registry. Result: action = upgraded.
 -#}
@@ -73,6 +73,7 @@ end;
     {%- do out.append(statement) -%}
   {%- endfor -%}
   {%- for statement in changefeed._sqlserver_capture_check(c) + changefeed._sqlserver_retention_tables_statements(c)
+                       + changefeed._sqlserver_snapshot_tables_statements(c)
                        + changefeed._sqlserver_routine_statements(c) + changefeed._sqlserver_grants_statements(c) -%}
     {%- do out.append(statement) -%}
   {%- endfor -%}

@@ -125,17 +125,19 @@ def test_the_reader_registers_cursors_but_cannot_remove_events(
 
 
 def test_a_feed_registered_before_retention_gets_it_from_setup(fresh: Any, conn: Any) -> None:
-    """Drop the retention objects and register the old names: setup says updated (not
-    51053), creates them and keeps the events; retain works afterwards."""
+    """Drop the retention objects (and the snapshot objects, which came later) and register
+    the old names: setup says updated (not 51053), creates them and keeps the events; retain
+    works afterwards."""
     feed: LiveFeed = fresh("blocking_int")
     feed.write(conn, 0, [[1]], OLD)
-    for kind in ("retain", "save_cursor", "forget_consumer"):
+    for kind in ("retain", "save_cursor", "forget_consumer", "snapshot_begin", "snapshot_finish"):
         run(conn, f"drop procedure {feed.obj(kind)};")
-    for kind in ("retention", "consumer"):
+    for kind in ("retention", "consumer", "snapshot"):
         run(conn, f"drop table {feed.obj(kind)};")
     old = {k: v for k, v in feed.names.items() if k not in (
         "retention", "consumer", "pk_retention", "pk_consumer", "retain", "save_cursor",
-        "forget_consumer")}  # fmt: skip
+        "forget_consumer", "snapshot", "pk_snapshot", "snapshot_begin",
+        "snapshot_finish")}  # fmt: skip
     feeds = q(feed.spec["schema"]) + ".[feeds]"
     run(conn, f"update {feeds} set names = {lit(json.dumps(old, sort_keys=True))} "
               f"where feed_id = {lit(feed.spec['feed_id'])};")  # fmt: skip

@@ -72,5 +72,9 @@ class FakeCursor:
     def fetchall(self) -> list[tuple[Any, ...]]:
         return self._rows
 
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
     def close(self) -> None:
         pass

@@ -141,7 +141,8 @@ def jinja_spec(value: Mapping[str, Any]) -> str:
 
 def snippets(case: Mapping[str, Any]) -> dict[str, str]:
     """The Jinja snippets that render one case: its three batches, the key-column query of
-    its source table, its statement list and its object names (both as JSON)."""
+    its source table, its statement list, its object names and the dbt operations'
+    statements (the last three as JSON)."""
     s = jinja_spec(case)
     any_mode = jinja_spec({**case, "mode": None})
     return {
@@ -158,6 +159,13 @@ def snippets(case: Mapping[str, Any]) -> dict[str, str]:
         "names": "{% set d = {} %}{% for k, e in changefeed._sqlserver_feed_context("
         + any_mode
         + ").n.items() %}{% do d.update({k: e.name}) %}{% endfor %}{{ tojson(d) }}",
+        # the statements the dbt operations send (registry row, request_snapshot's two)
+        "operations": "{% set c = changefeed._sqlserver_feed_context("
+        + s
+        + ") %}{% set d = {} %}{% for k, e in c.n.items() %}{% do d.update({k: e.name}) %}"
+        "{% endfor %}{{ tojson([changefeed._sqlserver_sql_registry_row(c),"
+        " changefeed._sqlserver_sql_request_snapshot(c, d, 3, ['[1]', none]),"
+        " changefeed._sqlserver_sql_snapshot_first_ulid(c, d, 7)]) }}",
     }
 
 
@@ -172,7 +180,8 @@ def render_cases(dbt: Any, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     rendered = dbt.render_many(jinja, "postgres")
     out: dict[str, dict[str, Any]] = {name: {} for name in names}
     for (name, section), text in zip(keys, rendered, strict=True):
-        out[name][section] = json.loads(text) if section in ("statements", "names") else text + "\n"
+        parsed = section in ("statements", "names", "operations")
+        out[name][section] = json.loads(text) if parsed else text + "\n"
     return out
 
 

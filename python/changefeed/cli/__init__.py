@@ -15,7 +15,7 @@ stderr, without a traceback. Exit codes:
 * 2: a bad command line (argparse prints the usage);
 * 3 (:data:`EXIT_TIMEOUT`): ``changefeed barrier`` was not released within ``--timeout``.
 
-Only ``land``, ``catalog init``, ``status --consumer`` and ``retention --spark-table``
+Only ``land``, ``snapshot``, ``catalog init``, ``status --consumer`` and ``retention --spark-table``
 import PySpark: ``status``, ``barrier`` and ``retention`` work with just the ``postgres``
 extra installed.
 """
@@ -40,6 +40,7 @@ SUBCOMMANDS: dict[str, str] = {
     "barrier": "changefeed.cli.barrier",
     "retention": "changefeed.cli.retention",
     "catalog": "changefeed.cli.catalog",
+    "snapshot": "changefeed.cli.snapshot",
 }
 
 

@@ -36,6 +36,24 @@ def add_parser(subparsers: Any) -> None:
         help="land a feed into a Spark table (one batch per run)",
         description="Land a feed into a Spark table: one appended batch per run.",
     )
+    add_source_arguments(parser)
+    parser.add_argument("--continuous", action="store_true",
+                        help="run every --poll seconds until SIGINT/SIGTERM, landing at most "
+                        "one batch per --interval")  # fmt: skip
+    parser.add_argument("--interval", type=float, default=60.0,
+                        help="--continuous: least seconds between the starts of two landed "
+                        "batches, 0.5 to 86400 (default 60)")  # fmt: skip
+    parser.add_argument("--poll", type=float,
+                        help="--continuous: seconds between two looks for new events, 0.05 "
+                        "to --interval (default: --interval); e.g. --interval 1 --poll 0.1 "
+                        "lands events within seconds")  # fmt: skip
+    add_spark_arguments(parser)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, payload: bool = True) -> None:
+    """The landing's arguments (connection, feed, table and the source options), shared
+    by ``land`` and ``snapshot``; ``payload``: offer ``--payload`` (a snapshot always
+    lands payloads)."""
     parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
                         help="postgresql://... or mssql://user:password@host:port/database; "
                         "default from CHANGEFEED_CONNECTION", default=os.environ.get(
@@ -53,8 +71,11 @@ def add_parser(subparsers: Any) -> None:
                         "own")  # fmt: skip
     parser.add_argument("--shards", help="comma-separated shard ids (default: every shard)")
     parser.add_argument("--page-size", type=int, help="events per read_feed page (10000)")
-    parser.add_argument("--payload", action="store_true",
-                        help="also land the source row (a struct column 'payload')")  # fmt: skip
+    if payload:
+        parser.add_argument(
+            "--payload", action="store_true",
+            help="also land the source row (a struct column 'payload')",
+        )  # fmt: skip
     parser.add_argument("--starting-position",
                         help="for shards not landed yet: beginning (default), a ULID or an "
                         "ISO-8601 timestamp")  # fmt: skip
@@ -64,17 +85,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--consumer",
                         help="PostgreSQL: the name the landing registers its position "
                         "under, for retention and status (default: the table's name)")  # fmt: skip
-    parser.add_argument("--continuous", action="store_true",
-                        help="run every --poll seconds until SIGINT/SIGTERM, landing at most "
-                        "one batch per --interval")  # fmt: skip
-    parser.add_argument("--interval", type=float, default=60.0,
-                        help="--continuous: least seconds between the starts of two landed "
-                        "batches, 0.5 to 86400 (default 60)")  # fmt: skip
-    parser.add_argument("--poll", type=float,
-                        help="--continuous: seconds between two looks for new events, 0.05 "
-                        "to --interval (default: --interval); e.g. --interval 1 --poll 0.1 "
-                        "lands events within seconds")  # fmt: skip
-    add_spark_arguments(parser)
 
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
@@ -86,7 +96,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         options["shards"] = args.shards
     if args.page_size:
         options["pageSize"] = str(args.page_size)
-    if args.payload:
+    if getattr(args, "payload", True):
         options["payload"] = "true"
     if args.starting_position:
         options["startingPosition"] = args.starting_position
@@ -146,7 +156,7 @@ def start_spark(args: argparse.Namespace) -> Any:
         raise CliError(str(exc)) from None
     except RuntimeError as exc:
         # PySpark's own start-up failure: the cause, not a traceback.
-        raise CliError(f"Spark did not start: {_first_line(exc)}") from None
+        raise CliError(f"Spark did not start: {first_line(exc)}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,10 +203,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except Exception as exc:
         # A Spark or database failure: its first line (Spark's go on for pages), redacted.
-        raise CliError(f"{type(exc).__name__}: {redact(_first_line(exc))}") from None
+        raise CliError(f"{type(exc).__name__}: {redact(first_line(exc))}") from None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else repr(exc)
 

@@ -40,7 +40,7 @@ from changefeed.client.errors import (
     WriteOutsideBlock,
     WrongMode,
 )
-from changefeed.client.feed import Barrier, Event, Page, Retained, SafePoint
+from changefeed.client.feed import Barrier, Event, Page, Retained, SafePoint, Snapshot
 from changefeed.client.postgres import PostgresFeed, Write, registered_feeds
 from changefeed.client.sqlserver import SqlServerFeed, SqlServerWrite
 
@@ -66,6 +66,7 @@ __all__ = [
     "Retained",
     "SafePoint",
     "SetupConflict",
+    "Snapshot",
     "SqlServerFeed",
     "SqlServerWrite",
     "UlidRangeError",

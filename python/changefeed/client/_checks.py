@@ -5,6 +5,7 @@ null, a wrong type or a wrong length never reaches the database as a silent defa
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -133,3 +134,28 @@ def retention_policy(
             f"override_consumers must be True or False, not {override_consumers!r}"
         )
     return age_ms, keep_last, override_consumers, None if shard_id is None else shard(shard_id)
+
+
+def key_bound(values: Any, names: Sequence[str], what: str) -> str | None:
+    """A snapshot's key bound (protocol 12.1) as the routines take it: None (unbounded), or
+    a list or tuple of one JSON scalar (str, int, float or bool; not None) per key column,
+    as JSON text.
+
+    >>> key_bound((1000,), ["order_id"], "key_from")
+    '[1000]'
+    >>> key_bound(1000, ["order_id"], "key_from")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    changefeed.client.errors.InvalidArgument: key_from must be None or a list of 1 value ...
+    """
+    if values is None:
+        return None
+    form = f"{len(names)} value{'s' if len(names) != 1 else ''} ({', '.join(names)})"
+    if not isinstance(values, list | tuple) or len(values) != len(names):
+        raise InvalidArgument(f"{what} must be None or a list of {form}, not {values!r}")
+    for value in values:
+        if value is None or not isinstance(value, str | int | float | bool):
+            raise InvalidArgument(
+                f"{what} must hold a string, number or boolean per key column ({form}), not "
+                f"{value!r}: pass other types (dates, decimals, uuids) as their text"
+            )
+    return json.dumps(list(values))

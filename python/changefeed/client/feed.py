@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from changefeed.client import _checks
@@ -83,6 +83,39 @@ class Retained:
             horizon=None if row[2] is None else bytes(row[2]),
             held_for_consumers=int(row[3]),
             slowest_consumer=None if row[4] is None else str(row[4]),
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One request of ``snapshot:<feed>`` (protocol 12.1): the block ``snapshot_begin``
+    reserved in a shard (``first_ulid`` to ``last_ulid``), the key range (inclusive JSON
+    arrays, None: unbounded) and, once a landing called ``snapshot_finish``, when and with
+    how many rows. Times are UTC."""
+
+    snapshot_id: int
+    shard_id: int
+    first_ulid: bytes
+    last_ulid: bytes
+    key_from: str | None
+    key_to: str | None
+    requested_at: datetime
+    finished_at: datetime | None
+    rows_landed: int | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Snapshot:
+        """From a row of the table, its columns in order."""
+        return cls(
+            snapshot_id=int(row[0]),
+            shard_id=int(row[1]),
+            first_ulid=bytes(row[2]),
+            last_ulid=bytes(row[3]),
+            key_from=None if row[4] is None else str(row[4]),
+            key_to=None if row[5] is None else str(row[5]),
+            requested_at=row[6],
+            finished_at=row[7],
+            rows_landed=None if row[8] is None else int(row[8]),
         )
 
 
@@ -234,12 +267,19 @@ class FeedClient:
 
     def _retention_info(self, conn: Any, operation: str) -> FeedInfo:
         """The registry entry, if the feed has retention's routines (protocol 8.1)."""
+        return self._info_with(
+            conn, "retain", operation, "retention", "retention routines and tables"
+        )
+
+    def _info_with(self, conn: Any, kind: str, operation: str, feature: str, adds: str) -> FeedInfo:
+        """The registry entry, if the feed has the object ``kind``; else
+        :class:`NeedsUpgrade`: set up by a package without ``feature``."""
         info = self.info(conn)
-        if "retain" not in info.names:
+        if kind not in info.names:
             raise NeedsUpgrade(
-                f"feed {self.feed_id} was set up by a package without retention, so it has no "
+                f"feed {self.feed_id} was set up by a package without {feature}, so it has no "
                 f"{operation}: run `dbt run-operation changefeed.upgrade_feed` with its config "
-                "(it adds the retention routines and tables and keeps the data)"
+                f"(it adds the {adds} and keeps the data)"
             )
         return info
 

@@ -61,6 +61,7 @@ from changefeed.client.feed import (
     FeedClient,
     Page,
     SafePoint,
+    Snapshot,
 )
 
 Row = tuple[Any, ...]
@@ -443,6 +444,26 @@ def save_cursor(conn: Any, info: FeedInfo, consumer: str, shard: int, cursor: by
     )
 
 
+#: The columns of ``snapshot:<feed>`` in table order (:meth:`Snapshot.from_row`).
+SNAPSHOT_COLUMNS = (
+    "snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to, requested_at, "
+    "finished_at, rows_landed"
+)
+
+
+def snapshots(conn: Any, info: FeedInfo, pending_only: bool = False) -> list[Snapshot]:
+    """The feed's snapshot requests (protocol 12.1), oldest first; with ``pending_only``
+    those not finished yet. Empty for a feed set up without snapshots (it has none)."""
+    if "snapshot" not in info.names:
+        return []
+    where = " where finished_at is null" if pending_only else ""
+    _, rows = call(
+        conn,
+        f"select {SNAPSHOT_COLUMNS} from {_object(info, 'snapshot')}{where} order by snapshot_id",
+    )
+    return [Snapshot.from_row(r) for r in rows]
+
+
 def source_rows(
     conn: Any, info: FeedInfo, columns: Sequence[str], keys: Sequence[Row]
 ) -> dict[Row, Row]:
@@ -538,6 +559,7 @@ _BY_NUMBER: dict[int, type[ChangefeedError]] = {
     51012: WriteAbandoned, 51014: WriteAbandoned,
     51013: LockBurned,
     51062: FellBehindRetention, 51063: InvalidArgument, 51065: InvalidArgument,
+    51070: InvalidArgument, 51071: LockInTransaction,
     51066: WriteOutsideBlock,
     51068: CaptureLost,
     51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
@@ -923,6 +945,71 @@ class SqlServerFeed(FeedClient):
 
     def _horizons(self, conn: Any, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
         return horizons(conn, info, shards)
+
+    # -- snapshots (protocol 12) ---------------------------------------------------------
+
+    def snapshot_begin(
+        self,
+        conn: Any,
+        shard: int,
+        key_from: Sequence[Any] | None = None,
+        key_to: Sequence[Any] | None = None,
+    ) -> Snapshot:
+        """Request a snapshot of ``shard``: reserve the next block of the shard, empty, and
+        record the request (``snapshot_begin``). ``key_from`` and ``key_to`` bound the key
+        range, inclusive: a list of one value per key column, None for no bound. The
+        reserved block lies above every block allocated before and below every one after,
+        so every change committed later gets an event above it (protocol 12, P3). The
+        procedure commits in a transaction of its own: the connection must be in
+        autocommit mode (:func:`connect`). The next landing of the feed executes the
+        request (``changefeed snapshot``; pending ones: :meth:`snapshots`).
+        """
+        info = self._snapshot_info(conn, "snapshot_begin")
+        shard = _checks.shard(shard)
+        bounds = [_checks.key_bound(b, info.key_names, w)
+                  for b, w in ((key_from, "key_from"), (key_to, "key_to"))]  # fmt: skip
+        if getattr(conn, "autocommit_state", True) is False:
+            raise LockInTransaction(
+                f"feed {self.feed_id}: snapshot_begin commits a transaction of its own and "
+                "needs a connection in autocommit mode (changefeed.client.sqlserver.connect, "
+                "or conn.autocommit(True) after committing)"
+            )
+        _, rows = call(
+            conn,
+            f"exec {_object(info, 'snapshot_begin')} @shard_id = %s, @key_from = %s, @key_to = %s",
+            (shard, *bounds),
+        )
+        snapshot_id = int(rows[0][0])
+        _, rows = call(
+            conn,
+            f"select {SNAPSHOT_COLUMNS} from {_object(info, 'snapshot')} where snapshot_id = %s",
+            (snapshot_id,),
+        )
+        return Snapshot.from_row(rows[0])
+
+    def snapshot_finish(self, conn: Any, snapshot_id: int, rows_landed: int) -> bool:
+        """Mark request ``snapshot_id`` finished with ``rows_landed`` rows
+        (``snapshot_finish``): True if this call finished it, False if it was finished
+        before. An unknown request raises :class:`InvalidArgument`."""
+        info = self._snapshot_info(conn, "snapshot_finish")
+        snapshot_id = _checks.integer(snapshot_id, "snapshot_id")
+        rows_landed = _checks.integer(rows_landed, "rows_landed", 0)
+        _, rows = call(
+            conn,
+            f"exec {_object(info, 'snapshot_finish')} @snapshot_id = %s, @rows_landed = %s",
+            (snapshot_id, rows_landed),
+        )
+        return bool(rows[0][0])
+
+    def snapshots(self, conn: Any, pending_only: bool = False) -> list[Snapshot]:
+        """The feed's snapshot requests, oldest first (``pending_only``: not finished)."""
+        return snapshots(conn, self.info(conn), pending_only)
+
+    def _snapshot_info(self, conn: Any, operation: str) -> FeedInfo:
+        """The registry entry, if the feed has the snapshot routines (protocol 12.1)."""
+        return self._info_with(
+            conn, "snapshot_begin", operation, "snapshots", "snapshot table and procedures"
+        )
 
     def _retain_rows(
         self,

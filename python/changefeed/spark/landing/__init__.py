@@ -55,6 +55,9 @@ from changefeed.spark.landing._landing import (
     StageCallback,
     check_source,
 )
+from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress
+from changefeed.spark.landing._snapshot import request as request_snapshot
+from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS, SnapshotRequest
 from changefeed.spark.source import ChangefeedSourceError
 
 __all__ = [
@@ -64,10 +67,13 @@ __all__ = [
     "ChangefeedSourceError",
     "Landing",
     "LandingResult",
+    "SnapshotProgress",
+    "SnapshotRequest",
     "check_source",
     "check_timing",
     "land",
     "land_continuously",
+    "request_snapshot",
 ]
 
 
@@ -78,6 +84,8 @@ def land(
     *,
     on_stage: StageCallback | None = None,
     table_format: str | None = None,
+    on_progress: ProgressCallback | None = None,
+    snapshot_chunk_rows: int | None = None,
 ) -> LandingResult:
     """Land the feed's new events into ``target_table`` as one batch; see the module doc.
 
@@ -95,6 +103,19 @@ def land(
     the session catalog), ``delta`` (needs Delta's catalog as the session catalog) or
     ``iceberg`` (the default, and the only one, in another catalog). An existing table
     keeps its format; a ``table_format`` that disagrees with it is refused.
+
+    Pending snapshot requests of the feed (:func:`request_snapshot`, protocol section 12)
+    run first, to their end, in chunks of ``snapshot_chunk_rows`` source rows (default
+    250,000; one Spark task each); ``on_progress`` is called after each of their batches.
     """
-    landing = Landing(spark, source_options, target_table, table_format=table_format)
-    return landing.run(on_stage=on_stage)
+    landing = Landing(
+        spark,
+        source_options,
+        target_table,
+        table_format=table_format,
+        snapshot_chunk_rows=snapshot_chunk_rows or CHUNK_ROWS,
+    )
+    try:
+        return landing.run(on_stage=on_stage, on_progress=on_progress)
+    finally:
+        landing.close()

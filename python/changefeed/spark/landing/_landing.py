@@ -24,12 +24,12 @@ a small batch then costs one Spark job (the write) instead of three (read, write
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.landing import _format
+from changefeed.spark.landing import _format, _snapshot, _snapshot_dialect, _snapshot_plan
 from changefeed.spark.source import (
     LANDING_FIX,
     Backend,
@@ -106,7 +106,20 @@ class Landing:
         *,
         keep_connection: bool = False,
         table_format: str | None = None,
+        snapshot_chunk_rows: int = _snapshot_plan.CHUNK_ROWS,
+        snapshot_batch_rows: int = _snapshot_plan.BATCH_ROWS,
     ) -> None:
+        if snapshot_chunk_rows < 1 or snapshot_chunk_rows >= _snapshot_plan.CHUNK_LIMIT:
+            raise ChangefeedSourceError(
+                f"snapshot_chunk_rows must be in [1, 2^{_snapshot_plan.CHUNK_BITS}), got "
+                f"{snapshot_chunk_rows}"
+            )
+        if snapshot_batch_rows < 1:
+            raise ChangefeedSourceError(
+                f"snapshot_batch_rows must be a positive number of rows, got {snapshot_batch_rows}"
+            )
+        self.snapshot_chunk_rows = snapshot_chunk_rows
+        self.snapshot_batch_rows = snapshot_batch_rows
         self.spark = spark
         self.source_options = dict(source_options)
         self.options = _landing_options(source_options)
@@ -125,10 +138,19 @@ class Landing:
             backend, self._backend = self._backend, None
             backend.close()
 
-    def run(self, *, on_stage: StageCallback | None = None) -> LandingResult:
-        """One run: at most one new batch. Any failure makes the next run re-read the table."""
+    def run(
+        self,
+        *,
+        on_stage: StageCallback | None = None,
+        on_progress: _snapshot.ProgressCallback | None = None,
+    ) -> LandingResult:
+        """One run: at most one new batch of live events, after the pending snapshot
+        requests of the feed (each run to its end, protocol 12.3; ``on_progress`` hears of
+        each of their batches). Any failure makes the next run re-read the table."""
         known, self._known = self._known, None
         try:
+            if self._snapshots(on_stage, on_progress):
+                known = None
             result, self._known = self._run(known, on_stage)
         except BaseException:
             self.close()  # a connection in an unknown state is not reused
@@ -136,6 +158,31 @@ class Landing:
         if not self.keep_connection:
             self.close()
         return result
+
+    def _snapshots(
+        self, on_stage: StageCallback | None, on_progress: _snapshot.ProgressCallback | None
+    ) -> bool:
+        """Execute the feed's pending snapshot requests; whether any ran."""
+        backend = self._connection()
+        info = backend.describe(self.options.feed, self.options.payload)
+        requests = [
+            r
+            for r in _snapshot_dialect.statements(backend.dialect).pending_requests(
+                backend.conn,  # type: ignore[attr-defined]
+                info,
+            )
+            if self.options.shards is None or r.shard in self.options.shards
+        ]
+        if requests and info.payload is None:
+            _snapshot.LOG.warning(
+                "feed %s has %d pending snapshot request(s); landing %s does not execute them "
+                "because it lands without payload (snapshot rows are source rows)",
+                info.feed_id, len(requests), self.table.text,
+            )  # fmt: skip
+            return False
+        for request in requests:
+            _snapshot.execute(self, backend, info, request, on_stage, on_progress)
+        return bool(requests)
 
     def _connection(self) -> Backend:
         if self._backend is None:
@@ -149,8 +196,15 @@ class Landing:
         return self._identity
 
     def _run(
-        self, known: _Known | None, on_stage: StageCallback | None
+        self,
+        known: _Known | None,
+        on_stage: StageCallback | None,
+        *,
+        only: Sequence[int] | None = None,
+        caps: Mapping[int, bytes] | None = None,
     ) -> tuple[LandingResult, _Known]:
+        """One batch. ``only``: land these shards only; ``caps``: per shard, land no event
+        above it (a snapshot's step 2 lands the events below its block, protocol 12.3)."""
         started = time.monotonic()
         options, table = self.options, self.table
         backend = self._connection()
@@ -172,7 +226,7 @@ class Landing:
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=False)
             _format.create_table(self.spark, table, schema, fmt, self._feed_identity(backend))
             heads, last_batch, known = {}, 0, None
-        shards = _shards(options, listed, heads)
+        shards = list(only) if only is not None else _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
         cursors = {shard: max(heads.get(shard, ZERO_ULID), start) for shard in shards}
         # Before the probe below, which reads the feed table directly: past the horizon it
@@ -181,6 +235,8 @@ class Landing:
         if options.move_outbox:
             backend.move_outbox(info, shards)
         safe_points = backend.safe_points(info, shards)
+        if caps:
+            safe_points = {s: min(p, caps.get(s, p)) for s, p in safe_points.items()}
         ends = {shard: max(safe_points[shard], cursors[shard]) for shard in shards}
         # The cursor is the last landed event, the safe point the end of its block and
         # beyond: probe for one event first, so a run with nothing new starts no Spark job.

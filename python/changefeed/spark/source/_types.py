@@ -199,17 +199,38 @@ class BatchBuilder:
             pa.array(columns[0], type=fields[0].type),
             pa.array([_binary(u) for u in columns[1]], type=fields[1].type),
         ]
+        exists = columns[2 + nkeys] if self.layout.payload is not None else None
+        return self._finish(arrays, columns[2 : 2 + nkeys], exists, columns[3 + nkeys :])
+
+    def build_columns(self, shard: int, ulids: Any, rows: Sequence[Sequence[Any]]) -> Any:
+        """One record batch of snapshot events (docs/protocol.md 12.3): ``rows`` are source
+        rows read as the key columns followed by every payload column, ``ulids`` their
+        ULIDs as an Arrow array; every payload is present."""
+        nkeys = len(self.layout.keys)
+        width = nkeys + len(self._payload_convert)
+        columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
+        fields = list(self.schema)
+        arrays = [pa.array([shard] * len(rows), type=fields[0].type), ulids]
+        return self._finish(arrays, columns[:nkeys], [True] * len(rows), columns[nkeys:])
+
+    def _finish(
+        self,
+        arrays: list[Any],
+        key_columns: Sequence[list[Any]],
+        exists: Sequence[Any] | None,
+        payload_columns: Sequence[list[Any]],
+    ) -> Any:
+        fields = list(self.schema)
         for i, convert in enumerate(self._key_convert):
-            values = columns[2 + i]
+            values = key_columns[i]
             if convert is not _identity:
                 values = [convert(v) for v in values]
             arrays.append(pa.array(values, type=fields[2 + i].type))
-        if self.layout.payload is not None:
-            exists = columns[2 + nkeys]
+        if self.layout.payload is not None and exists is not None:
             struct_type = fields[-1].type
             children = []
             for j, convert in enumerate(self._payload_convert):
-                values = columns[3 + nkeys + j]
+                values = payload_columns[j]
                 if convert is not _identity:
                     values = [convert(v) for v in values]
                 children.append(pa.array(values, type=struct_type.field(j).type))

@@ -87,9 +87,10 @@ begin
     throw 51052, @msg, 1;
 end
 -- A newer protocol may add objects (and names): compared within one version only.
--- A feed set up by a package without retention registered fewer names: it gets the
--- retention objects ('updated' below).
-else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+-- A feed set up by a package without snapshots, or without retention, registered fewer
+-- names: it gets the missing objects ('updated' below).
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_snapshot": "pk:snapshot:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "snapshot": "snapshot:shop.orders", "snapshot_begin": "snapshot_begin:shop.orders", "snapshot_finish": "snapshot_finish:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+    and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
     and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "feed": "feed:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "safe_point": "safe_point:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
 begin
     set @msg = concat(
@@ -99,7 +100,7 @@ begin
 end
 else if convert(varbinary(max), @options) = convert(varbinary(max), N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}')
     and @version = 2
-    and convert(varbinary(max), @names) = convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
+    and convert(varbinary(max), @names) = convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_snapshot": "pk:snapshot:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "snapshot": "snapshot:shop.orders", "snapshot_begin": "snapshot_begin:shop.orders", "snapshot_finish": "snapshot_finish:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}')
     set @action = N'unchanged';
 else
     set @action = N'updated';
@@ -132,6 +133,9 @@ begin
         (N'"retain:shop.orders"'),
         (N'"save_cursor:shop.orders"'),
         (N'"forget_consumer:shop.orders"'),
+        (N'"snapshot:shop.orders"'),
+        (N'"snapshot_begin:shop.orders"'),
+        (N'"snapshot_finish:shop.orders"'),
         (N'"changefeed_writer:shop.orders"'),
         (N'"changefeed_reader:shop.orders"'),
         (N'"pk:state:shop.orders"'),
@@ -140,6 +144,7 @@ begin
         (N'"pk:incident:shop.orders"'),
         (N'"pk:retention:shop.orders"'),
         (N'"pk:consumer:shop.orders"'),
+        (N'"pk:snapshot:shop.orders"'),
         (N'"ck:session.state:shop.orders"'),
         (N'"guard:shop.orders"')
         ) as n (needle)
@@ -176,6 +181,9 @@ begin
         (N'[changefeed].[retain:shop.orders]', object_id(N'[changefeed].[retain:shop.orders]')),
         (N'[changefeed].[save_cursor:shop.orders]', object_id(N'[changefeed].[save_cursor:shop.orders]')),
         (N'[changefeed].[forget_consumer:shop.orders]', object_id(N'[changefeed].[forget_consumer:shop.orders]')),
+        (N'[changefeed].[snapshot:shop.orders]', object_id(N'[changefeed].[snapshot:shop.orders]')),
+        (N'[changefeed].[snapshot_begin:shop.orders]', object_id(N'[changefeed].[snapshot_begin:shop.orders]')),
+        (N'[changefeed].[snapshot_finish:shop.orders]', object_id(N'[changefeed].[snapshot_finish:shop.orders]')),
         (N'[changefeed_writer:shop.orders]', database_principal_id(N'changefeed_writer:shop.orders')),
         (N'[changefeed_reader:shop.orders]', database_principal_id(N'changefeed_reader:shop.orders')),
         (N'[changefeed].[pk:state:shop.orders]', object_id(N'[changefeed].[pk:state:shop.orders]')),
@@ -184,6 +192,7 @@ begin
         (N'[changefeed].[pk:incident:shop.orders]', object_id(N'[changefeed].[pk:incident:shop.orders]')),
         (N'[changefeed].[pk:retention:shop.orders]', object_id(N'[changefeed].[pk:retention:shop.orders]')),
         (N'[changefeed].[pk:consumer:shop.orders]', object_id(N'[changefeed].[pk:consumer:shop.orders]')),
+        (N'[changefeed].[pk:snapshot:shop.orders]', object_id(N'[changefeed].[pk:snapshot:shop.orders]')),
         (N'[changefeed].[ck:session.state:shop.orders]', object_id(N'[changefeed].[ck:session.state:shop.orders]')),
         (N'[changefeed].[guard:shop.orders]', object_id(N'[changefeed].[guard:shop.orders]'))
         ) as v (object_name, id)
@@ -291,6 +300,20 @@ if object_id(N'[changefeed].[consumer:shop.orders]', N'U') is null
 )';
 exec sp_executesql N'grant select on object::[changefeed].[retention:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.orders] to [changefeed_reader:shop.orders]';
+if object_id(N'[changefeed].[snapshot:shop.orders]', N'U') is null
+    exec sp_executesql N'create table [changefeed].[snapshot:shop.orders] (
+    snapshot_id bigint not null,
+    shard_id int not null,
+    first_ulid binary(16) not null,
+    last_ulid binary(16) not null,
+    key_from nvarchar(max) null,
+    key_to nvarchar(max) null,
+    requested_at datetime2(7) not null,
+    finished_at datetime2(7) null,
+    rows_landed bigint null,
+    constraint [pk:snapshot:shop.orders] primary key (snapshot_id)
+)';
+exec sp_executesql N'grant select on object::[changefeed].[snapshot:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'create or alter procedure [changefeed].[release:shop.orders]
 as
 begin
@@ -1372,6 +1395,161 @@ begin
     delete from [changefeed].[consumer:shop.orders] where consumer = @consumer;
     select @@rowcount as forgotten;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[snapshot_begin:shop.orders]
+    @shard_id int,
+    @key_from nvarchar(max) = null,
+    @key_to nvarchar(max) = null,
+    @snapshot_id bigint = null output,
+    @first_ulid binary(16) = null output
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md 12.1)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+
+    declare
+        @msg nvarchar(2048),
+        @bad bit,
+        @probe nvarchar(4000),
+        @t datetime2(3),
+        @st_time datetime2(3),
+        @st_high binary(8),
+        @st_low bigint,
+        @b_time datetime2(3),
+        @b_high binary(8),
+        @b_start bigint;
+
+    if @@trancount > 0
+        throw 51071, N''changefeed: [changefeed].[snapshot_begin:shop.orders] reserves its block in a short transaction of its own; call it outside any transaction'', 1;
+    if (@@options & 2) = 2
+        throw 51071, N''changefeed: [changefeed].[snapshot_begin:shop.orders] commits work of its own and cannot run with SET IMPLICIT_TRANSACTIONS ON (autocommit off in the client: pyodbc autocommit=False, JDBC setAutoCommit(false)); call it on a connection in autocommit mode, or run set implicit_transactions off first'', 1;
+    if @shard_id is null
+        throw 51070, N''changefeed: snapshot_begin on shop.orders: @shard_id must not be NULL'', 1;
+    if @key_from is not null
+    begin
+        set @bad = 1;
+        if isjson(@key_from) = 1
+            and substring(@key_from, patindex(N''%[^ '' + nchar(9) + nchar(10) + nchar(13) + N'']%'', @key_from), 1) = N''[''
+        begin
+            if json_value(@key_from, N''$[0]'') is not null
+            begin
+                begin try
+                    set @probe = json_value(@key_from, N''strict $[1]'');
+                end try
+                begin catch
+                    if error_number() = 13608
+                        set @bad = 0;
+                end catch;
+            end;
+        end;
+        if @bad = 1
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.orders: @key_from must be NULL or a JSON array of 1 value (the key order_id), got '',
+                @key_from);
+            throw 51070, @msg, 1;
+        end;
+    end;
+    if @key_to is not null
+    begin
+        set @bad = 1;
+        if isjson(@key_to) = 1
+            and substring(@key_to, patindex(N''%[^ '' + nchar(9) + nchar(10) + nchar(13) + N'']%'', @key_to), 1) = N''[''
+        begin
+            if json_value(@key_to, N''$[0]'') is not null
+            begin
+                begin try
+                    set @probe = json_value(@key_to, N''strict $[1]'');
+                end try
+                begin catch
+                    if error_number() = 13608
+                        set @bad = 0;
+                end catch;
+            end;
+        end;
+        if @bad = 1
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.orders: @key_to must be NULL or a JSON array of 1 value (the key order_id), got '',
+                @key_to);
+            throw 51070, @msg, 1;
+        end;
+    end;
+
+    begin try
+        begin transaction;
+        -- The state row, locked to the commit (created if missing), as a mover locks it.
+        select @st_time = time, @st_high = ulid_high, @st_low = ulid_low
+        from [changefeed].[state:shop.orders] with (updlock, holdlock, rowlock)
+        where shard_id = @shard_id;
+        if @@rowcount = 0
+        begin
+            insert into [changefeed].[state:shop.orders] (shard_id, time, ulid_high, ulid_low, generation)
+            values (@shard_id, null, 0x0000000000000000, 0, 0);
+            select @st_time = null, @st_high = 0x0000000000000000, @st_low = 0;
+        end;
+        -- The block of a transaction with the time hint "now" (protocol section 3), and
+        -- the state row moved past it: the next allocation lands above it.
+        set @t = sysutcdatetime();
+        if @st_time is null or @t > @st_time
+            set @b_time = @t;
+        else if @st_low <> 0 and @st_low <= 9223371968135299071
+            set @b_time = @st_time;
+        else
+            set @b_time = dateadd(millisecond, 1, @st_time);
+        if @st_time is not null and @b_time = @st_time
+            select @b_high = @st_high, @b_start = @st_low;
+        else
+            select
+                @b_high = convert(binary(6), datediff_big(millisecond, ''1970-01-01'', @b_time)) + crypt_gen_random(2),
+                @b_start = convert(bigint, crypt_gen_random(8)) & convert(bigint, 0xBFFFFFF000000000);
+        update [changefeed].[state:shop.orders]
+        set time = @b_time, ulid_high = @b_high, ulid_low = @b_start + convert(bigint, 68719476736)
+        where shard_id = @shard_id;
+        set @snapshot_id = next value for [changefeed].[sequence:shop.orders];
+        set @first_ulid = convert(binary(16), @b_high + convert(binary(8), @b_start));
+        insert into [changefeed].[snapshot:shop.orders] (
+            snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to, requested_at,
+            finished_at, rows_landed)
+        values (
+            @snapshot_id, @shard_id, @first_ulid,
+            convert(binary(16), @b_high + convert(binary(8), @b_start + convert(bigint, 68719476735))),
+            @key_from, @key_to, sysutcdatetime(), null, null);
+        commit;
+    end try
+    begin catch
+        if @@trancount > 0
+            rollback;
+        throw;
+    end catch;
+    select @snapshot_id as snapshot_id, @first_ulid as first_ulid;
+end';
+exec sp_executesql N'create or alter procedure [changefeed].[snapshot_finish:shop.orders]
+    @snapshot_id bigint,
+    @rows_landed bigint,
+    @finished bit = null output
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md 12.1)
+    set nocount on;
+    set xact_abort on;
+    declare @msg nvarchar(2048);
+    if @snapshot_id is null or @rows_landed is null or @rows_landed < 0
+        throw 51070, N''changefeed: snapshot_finish on shop.orders needs @snapshot_id and @rows_landed (a count, 0 or more)'', 1;
+    update [changefeed].[snapshot:shop.orders]
+    set finished_at = sysutcdatetime(), rows_landed = @rows_landed
+    where snapshot_id = @snapshot_id and finished_at is null;
+    set @finished = case when @@rowcount = 1 then 1 else 0 end;
+    if @finished = 0 and not exists (select 1 from [changefeed].[snapshot:shop.orders] where snapshot_id = @snapshot_id)
+    begin
+        set @msg = concat(
+            N''changefeed: snapshot_finish on shop.orders: no snapshot request '',
+            @snapshot_id, N'' (see the table [changefeed].[snapshot:shop.orders])'');
+        throw 51070, @msg, 1;
+    end;
+    select @finished as finished;
+end';
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[update_state:shop.orders] to [changefeed_writer:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[release:shop.orders] to [changefeed_writer:shop.orders]';
@@ -1387,6 +1565,8 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.o
 exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_begin:shop.orders] to [changefeed_reader:shop.orders]';
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_finish:shop.orders] to [changefeed_reader:shop.orders]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 end;
 
@@ -1399,10 +1579,10 @@ if @action = N'created'
         N'shop', N'orders',
         N'[shop].[orders]', N'blocking',
         N'[["order_id", "int", null, false]]', N'[{"name": "order_id", "data_type": "int", "collation": null}]', N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_snapshot": "pk:snapshot:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "snapshot": "snapshot:shop.orders", "snapshot_begin": "snapshot_begin:shop.orders", "snapshot_finish": "snapshot_finish:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action in (N'updated', N'repaired')
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+    set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_snapshot": "pk:snapshot:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "snapshot": "snapshot:shop.orders", "snapshot_begin": "snapshot_begin:shop.orders", "snapshot_finish": "snapshot_finish:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
         updated_at = sysutcdatetime()
     where feed_id = N'shop.orders';
 commit;

@@ -122,6 +122,18 @@ begin
     drop procedure [changefeed].[forget_consumer:shop.orders];
 end;
 
+if object_id(N'[changefeed].[snapshot_begin:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[snapshot_begin:shop.orders];
+end;
+
+if object_id(N'[changefeed].[snapshot_finish:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[snapshot_finish:shop.orders];
+end;
+
 if object_id(N'[changefeed].[ulid:shop.orders]') is not null
 begin
     set @found = 1;
@@ -174,6 +186,12 @@ if object_id(N'[changefeed].[consumer:shop.orders]') is not null
 begin
     set @found = 1;
     drop table [changefeed].[consumer:shop.orders];
+end;
+
+if object_id(N'[changefeed].[snapshot:shop.orders]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[snapshot:shop.orders];
 end;
 
 if object_id(N'[changefeed].[sequence:shop.orders]') is not null

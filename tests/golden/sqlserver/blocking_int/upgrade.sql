@@ -83,6 +83,10 @@ exec sp_executesql N'grant select on object::[changefeed].[retention:shop.orders
 
 exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.orders] to [changefeed_reader:shop.orders]';
 
+-- @@as in setup.sql@@ if object_id(N'[changefeed].[snapshot:shop.orders]', N'U') is null
+
+exec sp_executesql N'grant select on object::[changefeed].[snapshot:shop.orders] to [changefeed_reader:shop.orders]';
+
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[release:shop.orders]
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[lock:shop.orders]
@@ -110,6 +114,10 @@ exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.orders]
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[save_cursor:shop.orders]
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.orders]
+
+-- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[snapshot_begin:shop.orders]
+
+-- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[snapshot_finish:shop.orders]
 
 exec sp_executesql N'grant execute on object::[changefeed].[lock:shop.orders] to [changefeed_writer:shop.orders]';
 
@@ -141,10 +149,14 @@ exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.ord
 
 exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.orders] to [changefeed_reader:shop.orders]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_begin:shop.orders] to [changefeed_reader:shop.orders]';
+
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_finish:shop.orders] to [changefeed_reader:shop.orders]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.orders] to [changefeed_reader:shop.orders]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
+set options = N'{"block_bits": 36, "lock_probe_ms": 20, "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.orders", "barrier_check": "barrier_check:shop.orders", "ck_session_state": "ck:session.state:shop.orders", "consumer": "consumer:shop.orders", "feed": "feed:shop.orders", "forget_consumer": "forget_consumer:shop.orders", "incident": "incident:shop.orders", "lock": "lock:shop.orders", "pk_consumer": "pk:consumer:shop.orders", "pk_feed": "pk:feed:shop.orders", "pk_incident": "pk:incident:shop.orders", "pk_retention": "pk:retention:shop.orders", "pk_session": "pk:session:shop.orders", "pk_snapshot": "pk:snapshot:shop.orders", "pk_state": "pk:state:shop.orders", "read_feed": "read_feed:shop.orders", "read_type": "type:read:shop.orders", "reader": "changefeed_reader:shop.orders", "release": "release:shop.orders", "retain": "retain:shop.orders", "retention": "retention:shop.orders", "safe_point": "safe_point:shop.orders", "save_cursor": "save_cursor:shop.orders", "sequence": "sequence:shop.orders", "session": "session:shop.orders", "shards": "shards:shop.orders", "snapshot": "snapshot:shop.orders", "snapshot_begin": "snapshot_begin:shop.orders", "snapshot_finish": "snapshot_finish:shop.orders", "state": "state:shop.orders", "tombstone": "tombstone:shop.orders", "ulid": "ulid:shop.orders", "update_state": "update_state:shop.orders", "writer": "changefeed_writer:shop.orders"}', protocol_version = 2,
     updated_at = sysutcdatetime()
 where feed_id = N'shop.orders';
 commit;

@@ -87,9 +87,10 @@ begin
     throw 51052, @msg, 1;
 end
 -- A newer protocol may add objects (and names): compared within one version only.
--- A feed set up by a package without retention registered fewer names: it gets the
--- retention objects ('updated' below).
-else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+-- A feed set up by a package without snapshots, or without retention, registered fewer
+-- names: it gets the missing objects ('updated' below).
+else if @version = 2 and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_snapshot": "pk:snapshot:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "snapshot": "snapshot:shop.order_lines", "snapshot_begin": "snapshot_begin:shop.order_lines", "snapshot_finish": "snapshot_finish:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+    and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
     and convert(varbinary(max), @names) <> convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
 begin
     set @msg = concat(
@@ -99,7 +100,7 @@ begin
 end
 else if convert(varbinary(max), @options) = convert(varbinary(max), N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}')
     and @version = 2
-    and convert(varbinary(max), @names) = convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
+    and convert(varbinary(max), @names) = convert(varbinary(max), N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_snapshot": "pk:snapshot:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "snapshot": "snapshot:shop.order_lines", "snapshot_begin": "snapshot_begin:shop.order_lines", "snapshot_finish": "snapshot_finish:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}')
     set @action = N'unchanged';
 else
     set @action = N'updated';
@@ -144,6 +145,9 @@ begin
         (N'"retain:shop.order_lines"'),
         (N'"save_cursor:shop.order_lines"'),
         (N'"forget_consumer:shop.order_lines"'),
+        (N'"snapshot:shop.order_lines"'),
+        (N'"snapshot_begin:shop.order_lines"'),
+        (N'"snapshot_finish:shop.order_lines"'),
         (N'"changefeed_writer:shop.order_lines"'),
         (N'"changefeed_reader:shop.order_lines"'),
         (N'"pk:state:shop.order_lines"'),
@@ -153,6 +157,7 @@ begin
         (N'"pk:incident:shop.order_lines"'),
         (N'"pk:retention:shop.order_lines"'),
         (N'"pk:consumer:shop.order_lines"'),
+        (N'"pk:snapshot:shop.order_lines"'),
         (N'"ck:session.state:shop.order_lines"'),
         (N'"df:outbox.order_sequence:shop.order_lines"'),
         (N'"df:outbox.txid:shop.order_lines"'),
@@ -193,6 +198,9 @@ begin
         (N'[changefeed].[retain:shop.order_lines]', object_id(N'[changefeed].[retain:shop.order_lines]')),
         (N'[changefeed].[save_cursor:shop.order_lines]', object_id(N'[changefeed].[save_cursor:shop.order_lines]')),
         (N'[changefeed].[forget_consumer:shop.order_lines]', object_id(N'[changefeed].[forget_consumer:shop.order_lines]')),
+        (N'[changefeed].[snapshot:shop.order_lines]', object_id(N'[changefeed].[snapshot:shop.order_lines]')),
+        (N'[changefeed].[snapshot_begin:shop.order_lines]', object_id(N'[changefeed].[snapshot_begin:shop.order_lines]')),
+        (N'[changefeed].[snapshot_finish:shop.order_lines]', object_id(N'[changefeed].[snapshot_finish:shop.order_lines]')),
         (N'[changefeed_writer:shop.order_lines]', database_principal_id(N'changefeed_writer:shop.order_lines')),
         (N'[changefeed_reader:shop.order_lines]', database_principal_id(N'changefeed_reader:shop.order_lines')),
         (N'[changefeed].[pk:state:shop.order_lines]', object_id(N'[changefeed].[pk:state:shop.order_lines]')),
@@ -202,6 +210,7 @@ begin
         (N'[changefeed].[pk:incident:shop.order_lines]', object_id(N'[changefeed].[pk:incident:shop.order_lines]')),
         (N'[changefeed].[pk:retention:shop.order_lines]', object_id(N'[changefeed].[pk:retention:shop.order_lines]')),
         (N'[changefeed].[pk:consumer:shop.order_lines]', object_id(N'[changefeed].[pk:consumer:shop.order_lines]')),
+        (N'[changefeed].[pk:snapshot:shop.order_lines]', object_id(N'[changefeed].[pk:snapshot:shop.order_lines]')),
         (N'[changefeed].[ck:session.state:shop.order_lines]', object_id(N'[changefeed].[ck:session.state:shop.order_lines]')),
         (N'[changefeed].[df:outbox.order_sequence:shop.order_lines]', object_id(N'[changefeed].[df:outbox.order_sequence:shop.order_lines]')),
         (N'[changefeed].[df:outbox.txid:shop.order_lines]', object_id(N'[changefeed].[df:outbox.txid:shop.order_lines]')),
@@ -356,6 +365,20 @@ if object_id(N'[changefeed].[consumer:shop.order_lines]', N'U') is null
 )';
 exec sp_executesql N'grant select on object::[changefeed].[retention:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+if object_id(N'[changefeed].[snapshot:shop.order_lines]', N'U') is null
+    exec sp_executesql N'create table [changefeed].[snapshot:shop.order_lines] (
+    snapshot_id bigint not null,
+    shard_id int not null,
+    first_ulid binary(16) not null,
+    last_ulid binary(16) not null,
+    key_from nvarchar(max) null,
+    key_to nvarchar(max) null,
+    requested_at datetime2(7) not null,
+    finished_at datetime2(7) null,
+    rows_landed bigint null,
+    constraint [pk:snapshot:shop.order_lines] primary key (snapshot_id)
+)';
+exec sp_executesql N'grant select on object::[changefeed].[snapshot:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'declare @ddl nvarchar(max) = replace(N''create or alter procedure [changefeed].[capture_check:shop.order_lines]
 with execute as owner
 as
@@ -1265,6 +1288,165 @@ begin
     delete from [changefeed].[consumer:shop.order_lines] where consumer = @consumer;
     select @@rowcount as forgotten;
 end';
+exec sp_executesql N'create or alter procedure [changefeed].[snapshot_begin:shop.order_lines]
+    @shard_id int,
+    @key_from nvarchar(max) = null,
+    @key_to nvarchar(max) = null,
+    @snapshot_id bigint = null output,
+    @first_ulid binary(16) = null output
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md 12.1)
+    set nocount on;
+    set xact_abort on;
+    set transaction isolation level read committed;
+
+    declare
+        @msg nvarchar(2048),
+        @bad bit,
+        @probe nvarchar(4000),
+        @t datetime2(3),
+        @st_time datetime2(3),
+        @st_high binary(8),
+        @st_low bigint,
+        @b_time datetime2(3),
+        @b_high binary(8),
+        @b_start bigint;
+
+    if @@trancount > 0
+        throw 51071, N''changefeed: [changefeed].[snapshot_begin:shop.order_lines] reserves its block in a short transaction of its own; call it outside any transaction'', 1;
+    if (@@options & 2) = 2
+        throw 51071, N''changefeed: [changefeed].[snapshot_begin:shop.order_lines] commits work of its own and cannot run with SET IMPLICIT_TRANSACTIONS ON (autocommit off in the client: pyodbc autocommit=False, JDBC setAutoCommit(false)); call it on a connection in autocommit mode, or run set implicit_transactions off first'', 1;
+    if @shard_id is null
+        throw 51070, N''changefeed: snapshot_begin on shop.order_lines: @shard_id must not be NULL'', 1;
+    if @key_from is not null
+    begin
+        set @bad = 1;
+        if isjson(@key_from) = 1
+            and substring(@key_from, patindex(N''%[^ '' + nchar(9) + nchar(10) + nchar(13) + N'']%'', @key_from), 1) = N''[''
+        begin
+            if json_value(@key_from, N''$[0]'') is not null
+                and json_value(@key_from, N''$[1]'') is not null
+                and json_value(@key_from, N''$[2]'') is not null
+            begin
+                begin try
+                    set @probe = json_value(@key_from, N''strict $[3]'');
+                end try
+                begin catch
+                    if error_number() = 13608
+                        set @bad = 0;
+                end catch;
+            end;
+        end;
+        if @bad = 1
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_from must be NULL or a JSON array of 3 values (the key tenant_id, sku, version), got '',
+                @key_from);
+            throw 51070, @msg, 1;
+        end;
+    end;
+    if @key_to is not null
+    begin
+        set @bad = 1;
+        if isjson(@key_to) = 1
+            and substring(@key_to, patindex(N''%[^ '' + nchar(9) + nchar(10) + nchar(13) + N'']%'', @key_to), 1) = N''[''
+        begin
+            if json_value(@key_to, N''$[0]'') is not null
+                and json_value(@key_to, N''$[1]'') is not null
+                and json_value(@key_to, N''$[2]'') is not null
+            begin
+                begin try
+                    set @probe = json_value(@key_to, N''strict $[3]'');
+                end try
+                begin catch
+                    if error_number() = 13608
+                        set @bad = 0;
+                end catch;
+            end;
+        end;
+        if @bad = 1
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_to must be NULL or a JSON array of 3 values (the key tenant_id, sku, version), got '',
+                @key_to);
+            throw 51070, @msg, 1;
+        end;
+    end;
+
+    begin try
+        begin transaction;
+        -- The state row, locked to the commit (created if missing), as a mover locks it.
+        select @st_time = time, @st_high = ulid_high, @st_low = ulid_low
+        from [changefeed].[state:shop.order_lines] with (updlock, holdlock, rowlock)
+        where shard_id = @shard_id;
+        if @@rowcount = 0
+        begin
+            insert into [changefeed].[state:shop.order_lines] (shard_id, time, ulid_high, ulid_low, generation)
+            values (@shard_id, null, 0x0000000000000000, 0, 0);
+            select @st_time = null, @st_high = 0x0000000000000000, @st_low = 0;
+        end;
+        -- The block of a transaction with the time hint "now" (protocol section 3), and
+        -- the state row moved past it: the next allocation lands above it.
+        set @t = sysutcdatetime();
+        if @st_time is null or @t > @st_time
+            set @b_time = @t;
+        else if @st_low <> 0 and @st_low <= 9223371968135299071
+            set @b_time = @st_time;
+        else
+            set @b_time = dateadd(millisecond, 1, @st_time);
+        if @st_time is not null and @b_time = @st_time
+            select @b_high = @st_high, @b_start = @st_low;
+        else
+            select
+                @b_high = convert(binary(6), datediff_big(millisecond, ''1970-01-01'', @b_time)) + crypt_gen_random(2),
+                @b_start = convert(bigint, crypt_gen_random(8)) & convert(bigint, 0xBFFFFFF000000000);
+        update [changefeed].[state:shop.order_lines]
+        set time = @b_time, ulid_high = @b_high, ulid_low = @b_start + convert(bigint, 68719476736)
+        where shard_id = @shard_id;
+        set @snapshot_id = next value for [changefeed].[sequence:shop.order_lines];
+        set @first_ulid = convert(binary(16), @b_high + convert(binary(8), @b_start));
+        insert into [changefeed].[snapshot:shop.order_lines] (
+            snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to, requested_at,
+            finished_at, rows_landed)
+        values (
+            @snapshot_id, @shard_id, @first_ulid,
+            convert(binary(16), @b_high + convert(binary(8), @b_start + convert(bigint, 68719476735))),
+            @key_from, @key_to, sysutcdatetime(), null, null);
+        commit;
+    end try
+    begin catch
+        if @@trancount > 0
+            rollback;
+        throw;
+    end catch;
+    select @snapshot_id as snapshot_id, @first_ulid as first_ulid;
+end';
+exec sp_executesql N'create or alter procedure [changefeed].[snapshot_finish:shop.order_lines]
+    @snapshot_id bigint,
+    @rows_landed bigint,
+    @finished bit = null output
+as
+begin
+    -- changefeed protocol 2 (docs/protocol.md 12.1)
+    set nocount on;
+    set xact_abort on;
+    declare @msg nvarchar(2048);
+    if @snapshot_id is null or @rows_landed is null or @rows_landed < 0
+        throw 51070, N''changefeed: snapshot_finish on shop.order_lines needs @snapshot_id and @rows_landed (a count, 0 or more)'', 1;
+    update [changefeed].[snapshot:shop.order_lines]
+    set finished_at = sysutcdatetime(), rows_landed = @rows_landed
+    where snapshot_id = @snapshot_id and finished_at is null;
+    set @finished = case when @@rowcount = 1 then 1 else 0 end;
+    if @finished = 0 and not exists (select 1 from [changefeed].[snapshot:shop.order_lines] where snapshot_id = @snapshot_id)
+    begin
+        set @msg = concat(
+            N''changefeed: snapshot_finish on shop.order_lines: no snapshot request '',
+            @snapshot_id, N'' (see the table [changefeed].[snapshot:shop.order_lines])'');
+        throw 51070, @msg, 1;
+    end;
+    select @finished as finished;
+end';
 exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max);
 set @key_columns = concat(N''[tenant_id] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''tenant_id''), N''missing''), N''; [sku] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''sku''), N''missing''), N''; [version] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''version''), N''missing''));
 set @ddl = replace(N''create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
@@ -1319,6 +1501,8 @@ exec sp_executesql N'grant execute on object::[changefeed].[barrier_check:shop.o
 exec sp_executesql N'grant execute on object::[changefeed].[shards:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_begin:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_finish:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 exec sp_executesql N'grant execute on object::[changefeed].[capture_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 end;
@@ -1332,10 +1516,10 @@ if @action = N'created'
         N'shop', N'order_lines',
         N'[shop].[order_lines]', N'outbox',
         N'[["tenant_id", "uniqueidentifier", null, false], ["sku", "nvarchar(40)", "Latin1_General_CI_AS", false], ["version", "bigint", null, false]]', N'[{"name": "tenant_id", "data_type": "uniqueidentifier", "collation": null}, {"name": "sku", "data_type": "nvarchar(40)", "collation": "Latin1_General_CI_AS"}, {"name": "version", "data_type": "bigint", "collation": null}]', N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}',
-        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
+        N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_snapshot": "pk:snapshot:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "snapshot": "snapshot:shop.order_lines", "snapshot_begin": "snapshot_begin:shop.order_lines", "snapshot_finish": "snapshot_finish:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', 2, sysutcdatetime(), sysutcdatetime());
 else if @action in (N'updated', N'repaired')
     update [changefeed].[feeds]
-    set options = N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+    set options = N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_snapshot": "pk:snapshot:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "snapshot": "snapshot:shop.order_lines", "snapshot_begin": "snapshot_begin:shop.order_lines", "snapshot_finish": "snapshot_finish:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
         updated_at = sysutcdatetime()
     where feed_id = N'shop.order_lines';
 commit;

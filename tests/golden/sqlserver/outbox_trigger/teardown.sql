@@ -122,6 +122,18 @@ begin
     drop procedure [changefeed].[forget_consumer:shop.order_lines];
 end;
 
+if object_id(N'[changefeed].[snapshot_begin:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[snapshot_begin:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[snapshot_finish:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop procedure [changefeed].[snapshot_finish:shop.order_lines];
+end;
+
 if object_id(N'[changefeed].[ulid:shop.order_lines]') is not null
 begin
     set @found = 1;
@@ -174,6 +186,12 @@ if object_id(N'[changefeed].[consumer:shop.order_lines]') is not null
 begin
     set @found = 1;
     drop table [changefeed].[consumer:shop.order_lines];
+end;
+
+if object_id(N'[changefeed].[snapshot:shop.order_lines]') is not null
+begin
+    set @found = 1;
+    drop table [changefeed].[snapshot:shop.order_lines];
 end;
 
 if object_id(N'[changefeed].[sequence:shop.order_lines]') is not null

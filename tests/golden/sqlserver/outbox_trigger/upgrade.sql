@@ -83,6 +83,10 @@ exec sp_executesql N'grant select on object::[changefeed].[retention:shop.order_
 
 exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
+-- @@as in setup.sql@@ if object_id(N'[changefeed].[snapshot:shop.order_lines]', N'U') is null
+
+exec sp_executesql N'grant select on object::[changefeed].[snapshot:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+
 -- @@as in setup.sql@@ exec sp_executesql N'declare @ddl nvarchar(max) = replace(N''create or alter procedure [changefeed].[capture_check:shop.order_lines]
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[feed_write_lock:shop.order_lines]
@@ -104,6 +108,10 @@ exec sp_executesql N'grant select on object::[changefeed].[consumer:shop.order_l
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[save_cursor:shop.order_lines]
 
 -- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[forget_consumer:shop.order_lines]
+
+-- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[snapshot_begin:shop.order_lines]
+
+-- @@as in setup.sql@@ exec sp_executesql N'create or alter procedure [changefeed].[snapshot_finish:shop.order_lines]
 
 -- @@as in setup.sql@@ exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max);
 
@@ -129,12 +137,16 @@ exec sp_executesql N'grant execute on object::[changefeed].[save_cursor:shop.ord
 
 exec sp_executesql N'grant execute on object::[changefeed].[forget_consumer:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_begin:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+
+exec sp_executesql N'grant execute on object::[changefeed].[snapshot_finish:shop.order_lines] to [changefeed_reader:shop.order_lines]';
+
 exec sp_executesql N'grant execute on type::[changefeed].[type:read:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
 exec sp_executesql N'grant execute on object::[changefeed].[capture_check:shop.order_lines] to [changefeed_reader:shop.order_lines]';
 
 update [changefeed].[feeds]
-set options = N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
+set options = N'{"block_bits": 36, "capture": "trigger", "lock_probe_ms": 20, "shard": "abs(checksum([sku])) % 4", "stall_timeout_ms": 5000}', names = N'{"barrier_acquire": "barrier_acquire:shop.order_lines", "barrier_check": "barrier_check:shop.order_lines", "ck_session_state": "ck:session.state:shop.order_lines", "ck_time_hint": "ck:outbox.time_hint:shop.order_lines", "consumer": "consumer:shop.order_lines", "df_order_sequence": "df:outbox.order_sequence:shop.order_lines", "df_time_hint": "df:outbox.time_hint:shop.order_lines", "df_txid": "df:outbox.txid:shop.order_lines", "feed": "feed:shop.order_lines", "feed_write_lock": "feed_write_lock:shop.order_lines", "forget_consumer": "forget_consumer:shop.order_lines", "incident": "incident:shop.order_lines", "ix_outbox_txid": "ix:outbox.txid:shop.order_lines", "outbox": "outbox:shop.order_lines", "pk_consumer": "pk:consumer:shop.order_lines", "pk_feed": "pk:feed:shop.order_lines", "pk_incident": "pk:incident:shop.order_lines", "pk_outbox": "pk:outbox:shop.order_lines", "pk_retention": "pk:retention:shop.order_lines", "pk_session": "pk:session:shop.order_lines", "pk_snapshot": "pk:snapshot:shop.order_lines", "pk_state": "pk:state:shop.order_lines", "read_feed": "read_feed:shop.order_lines", "read_type": "type:read:shop.order_lines", "reader": "changefeed_reader:shop.order_lines", "retain": "retain:shop.order_lines", "retention": "retention:shop.order_lines", "safe_point": "safe_point:shop.order_lines", "save_cursor": "save_cursor:shop.order_lines", "sequence": "sequence:shop.order_lines", "session": "session:shop.order_lines", "shards": "shards:shop.order_lines", "snapshot": "snapshot:shop.order_lines", "snapshot_begin": "snapshot_begin:shop.order_lines", "snapshot_finish": "snapshot_finish:shop.order_lines", "state": "state:shop.order_lines", "tombstone": "tombstone:shop.order_lines", "writer": "changefeed_writer:shop.order_lines"}', protocol_version = 2,
     updated_at = sysutcdatetime()
 where feed_id = N'shop.order_lines';
 commit;

@@ -1,0 +1,158 @@
+"""Benchmark: a snapshot of a large PostgreSQL table into Spark, next to a plain read of
+the same table from Python, in the same run.
+
+On the embedded PostgreSQL and a local[2] Spark session:
+
+1. a table of ``--rows`` rows (default 10 000 000; ``id bigint`` key, a text, an integer
+   and a timestamp column) with a blocking feed, analyzed;
+2. **plain reads** of the whole table on one connection from Python: ``COPY ... TO
+   STDOUT`` into nothing (the floor of any reader), and a server-side cursor fetching
+   Python rows (what a Python reader that looks at the values pays);
+3. a warm-up landing (a fresh Spark session's first Python job starts its workers), then
+   **the snapshot**: ``request_snapshot`` and one ``land`` run that lands every row into a
+   parquet table, in chunks of ``--chunk-rows`` (one Spark task each).
+
+The bar (issue 12): snapshot rows/s at least half of the plain single-connection read.
+Prints a markdown table; ``--write-docs`` puts it into the "Snapshot" section of
+docs/performance.md. Timings, not assertions. Usage::
+
+    .venv/bin/python benchmarks/snapshot.py [--rows 10000000] [--chunk-rows 250000]
+        [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _perfdoc import write_section
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py runs the dbt macros in-process
+
+DOC = REPO / "docs" / "performance.md"
+BEGIN = "<!-- BEGIN snapshot (written by benchmarks/snapshot.py) -->"
+END = "<!-- END snapshot -->"
+COLUMNS = "id bigint primary key, v text not null, n integer not null, t timestamptz not null"
+
+
+def plain_copy(uri: str, table: str) -> float:
+    """Seconds to read the whole table with COPY TO STDOUT on one connection, discarding it."""
+    import psycopg
+
+    started = time.monotonic()
+    with (
+        psycopg.connect(uri) as conn,
+        conn.cursor() as cur,
+        cur.copy(f"copy (select * from {table}) to stdout") as copy,
+    ):
+        for _ in copy:
+            pass
+    return time.monotonic() - started
+
+
+def plain_fetch(uri: str, table: str) -> tuple[float, int]:
+    """Seconds to fetch the whole table as Python rows through a server-side cursor."""
+    import psycopg
+
+    started, rows = time.monotonic(), 0
+    with psycopg.connect(uri) as conn, conn.cursor(name="bench") as cur:
+        cur.itersize = 50_000
+        cur.execute(f"select * from {table}")
+        while batch := cur.fetchmany(50_000):
+            rows += len(batch)
+    return time.monotonic() - started, rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=250_000)
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+
+    import psycopg
+    from tests.support import spark_source as kit
+    from tests.support.dbt_harness import DbtHarness
+
+    from changefeed.embedded_postgres import start
+    from changefeed.local_spark import local_spark_session
+    from changefeed.spark.landing import land, request_snapshot
+
+    workdir = Path(tempfile.mkdtemp(prefix="cf-bench-snapshot-"))
+    pg = start()
+    spark = local_spark_session("changefeed-bench-snapshot", warehouse_dir=workdir / "wh")
+    spark.sql("create database if not exists bench")
+    dbt = DbtHarness(workdir / "dbt", postgres_uri=lambda: pg.uri, spark=lambda: spark)
+
+    feed = kit.create_feed(dbt, pg.uri, "blocking", COLUMNS, schema="bench")
+    warmup = kit.create_feed(dbt, pg.uri, "blocking", COLUMNS, schema="bench")
+    started = time.monotonic()
+    with psycopg.connect(pg.uri, autocommit=True) as conn:
+        for name, rows in ((feed, args.rows), (warmup, 1_000)):
+            conn.execute(
+                f"insert into {name} select i, md5(i::text), i % 1000, "
+                f"timestamptz '2024-01-01' + i * interval '1 second' "
+                f"from generate_series(1, {rows}) as i"
+            )
+            conn.execute(f"vacuum analyze {name}")
+    print(f"wrote {args.rows:,} rows in {time.monotonic() - started:.1f} s", flush=True)
+
+    copy_seconds = plain_copy(pg.uri, feed)
+    fetch_seconds, fetched = plain_fetch(pg.uri, feed)
+    assert fetched == args.rows
+    print(f"plain COPY {copy_seconds:.1f} s, plain fetch {fetch_seconds:.1f} s", flush=True)
+
+    warm = {"connection": pg.uri, "feed": warmup, "payload": "true"}
+    request_snapshot(warm)
+    land(spark, warm, "bench.warmup", snapshot_chunk_rows=500)
+
+    options = {"connection": pg.uri, "feed": feed, "payload": "true"}
+    started = time.monotonic()
+    request_snapshot(options)
+    result = land(spark, options, "bench.snapshot", snapshot_chunk_rows=args.chunk_rows,
+                  on_progress=lambda p: print(p.line(), flush=True))  # fmt: skip
+    snapshot_seconds = time.monotonic() - started
+    landed = spark.table("bench.snapshot").count()
+    assert landed == args.rows, (landed, result)
+
+    load = os.getloadavg()
+    rate = args.rows / snapshot_seconds
+    copy_rate, fetch_rate = args.rows / copy_seconds, args.rows / fetch_seconds
+    verdict = "met" if rate >= copy_rate / 2 else "NOT met"
+    section = "\n".join([
+        "### Snapshot",
+        "",
+        f"A snapshot of a {args.rows:,}-row table (`{COLUMNS}`) into a parquet landed table "
+        f"(chunks of {args.chunk_rows:,} rows, one Spark task each, `local[2]`), next to a plain "
+        "read of the same table from Python on one connection, in the same run "
+        f"(`benchmarks/snapshot.py`; {platform.machine()}, {os.cpu_count()} cores, load "
+        f"average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end, a shared machine).",
+        "",
+        "| read | seconds | rows/s |",
+        "|---|---|---|",
+        f"| plain `COPY ... TO STDOUT`, discarded (one connection) | {copy_seconds:.1f} | "
+        f"{copy_rate:,.0f} |",
+        f"| plain server-side cursor, Python rows (one connection) | {fetch_seconds:.1f} | "
+        f"{fetch_rate:,.0f} |",
+        f"| snapshot into Spark (request, barrier, chunks, commit) | {snapshot_seconds:.1f} | "
+        f"{rate:,.0f} |",
+        "",
+        f"Snapshot / plain COPY: {rate / copy_rate:.2f}; snapshot / plain fetch: "
+        f"{rate / fetch_rate:.2f}. The bar (at least half of the plain single-connection read, "
+        f"taken as the COPY): {verdict}.",
+    ])  # fmt: skip
+    print(section, flush=True)
+    if args.write_docs:
+        write_section(DOC, BEGIN, END, section)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

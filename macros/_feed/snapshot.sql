@@ -1,0 +1,28 @@
+{#- request_snapshot's arguments (protocol 12.1), adapter-neutral: shard an integer;
+    key_from/key_to none, a value (a one-column key) or a list of one value per key
+    column, none of them null. Returns [key_from, key_to] as the JSON text snapshot_begin
+    takes (none for an unbounded end). -#}
+{% macro _feed_snapshot_arguments(shard, key_from, key_to, key_names) %}
+  {%- if shard is not integer or shard is sameas true or shard is sameas false
+        or shard < -2147483648 or shard > 2147483647 -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: request_snapshot's shard must be a 32-bit integer (default 0); got: " ~ shard) }}
+  {%- endif -%}
+  {%- set bounds = [] -%}
+  {%- for name, value in [('key_from', key_from), ('key_to', key_to)] -%}
+    {%- set values = value if (value is iterable and value is not string and value is not mapping) else [value] -%}
+    {%- set form = "a list of " ~ key_names | length ~ " value(s), one per key column (" ~ key_names | join(', ') ~ ")"
+        ~ (", or one value" if key_names | length == 1 else "") -%}
+    {%- if value is none -%}
+      {%- do bounds.append(none) -%}
+    {%- elif value is mapping or values | length != key_names | length
+          or (values | select('none') | list | length) > 0
+          or (values | select('mapping') | list | length) > 0 -%}
+      {{ exceptions.raise_compiler_error(
+          "changefeed: request_snapshot's " ~ name ~ " must be " ~ form ~ ", none of them null (or left out); got: " ~ value) }}
+    {%- else -%}
+      {%- do bounds.append(tojson(values | list)) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(bounds) }}
+{% endmacro %}

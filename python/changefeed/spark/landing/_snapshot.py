@@ -1,0 +1,397 @@
+"""Snapshots (docs/protocol.md section 12): every existing key of the source, landed as
+events with the ULIDs of one block the database reserved, while writers keep writing.
+
+A request (``snapshot_begin:<feed>``, :func:`request_snapshot`) reserves one empty block
+``[B, B + 2^36)`` in a shard. The landing that finds it pending (:func:`execute`):
+
+1. waits until the shard's safe point reaches ``B - 1`` (no event below ``B`` can commit
+   any more), then lands the shard's events up to ``B - 1``;
+2. reads the source in primary-key chunks, each a Spark task with a connection of its own,
+   and gives row ``r`` of chunk ``j`` the ULID ``B + j * 2^24 + r`` (:func:`snapshot_ulid`);
+   groups of chunks are written as landed batches, in chunk order;
+3. calls ``snapshot_finish``; live events (all above the block) land next as usual.
+
+The landed table is the record of progress: after a kill, its head of the shard lies in
+the block, its chunk number says which chunks committed and its key where to go on
+(:func:`resume_point`); the rest is planned again from there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from changefeed.client.core import quote_pg
+from changefeed.spark.landing._snapshot_dialect import statements
+from changefeed.spark.landing._snapshot_plan import (
+    SnapshotRequest,
+    SourceReader,
+    _estimated_rows,
+    chunk_frame,
+    chunk_reader,
+    group,
+    plan,
+    resume_point,
+    ulid_before,
+)
+from changefeed.spark.source import ChangefeedSourceError, SourceFeed
+from changefeed.spark.source._positions import to_hex
+
+LOG = logging.getLogger("changefeed.snapshot")
+
+#: How long the barrier (step 1) waits for writes allocated below the block.
+BARRIER_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class SnapshotProgress:
+    """Where a running snapshot is, after each committed batch."""
+
+    snapshot_id: int
+    shard: int
+    rows: int
+    rows_estimated: int
+    chunks_done: int
+    chunks: int
+    seconds: float
+    finished: bool = False
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        """From the rate so far and the chunks left (each about the same size)."""
+        if self.finished:
+            return 0.0
+        if self.chunks_done == 0 or self.seconds <= 0:
+            return None
+        return self.seconds * (self.chunks - self.chunks_done) / self.chunks_done
+
+    def line(self) -> str:
+        left = self.seconds_left
+        eta = "done" if self.finished else (
+            "time left unknown" if left is None else f"about {_duration(left)} left"
+        )  # fmt: skip
+        return (
+            f"snapshot {self.snapshot_id} shard {self.shard}: {self.rows:,} rows "
+            f"(~{self.rows_estimated:,} estimated), chunks {self.chunks_done}/{self.chunks}, "
+            f"{self.rows_per_second:,.0f} rows/s, {eta}"
+        )
+
+
+ProgressCallback = Callable[[SnapshotProgress], None]
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+# -- Requests -----------------------------------------------------------------------
+
+
+def _decode_bound(raw: Any, names: Sequence[str], what: str) -> tuple[Any, ...] | None:
+    if raw is None:
+        return None
+    values = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(values, list) or len(values) != len(names):
+        raise ChangefeedSourceError(
+            f"{what} must be a JSON array of {len(names)} value(s) (the key "
+            f"{', '.join(names)}), got {raw!r}"
+        )
+    return tuple(values)
+
+
+def key_bound(text: str | None, names: Sequence[str], what: str) -> str | None:
+    """A ``--key-from``/``--key-to`` value as the JSON array ``snapshot_begin`` takes: a
+    JSON array, or for a one-column key also a bare value (``42`` or ``abc``)."""
+    if text is None:
+        return None
+    stripped = text.strip()
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        value = stripped
+    if not isinstance(value, list):
+        if len(names) != 1:
+            raise ChangefeedSourceError(
+                f"{what} must be a JSON array of {len(names)} values (the key "
+                f"{', '.join(names)}), e.g. {json.dumps(['...'] * len(names))}; got {text!r}"
+            )
+        value = [value]
+    if len(value) != len(names) or any(v is None or isinstance(v, dict | list) for v in value):
+        raise ChangefeedSourceError(
+            f"{what} must be a JSON array of {len(names)} value(s) (the key "
+            f"{', '.join(names)}), none null; got {text!r}"
+        )
+    return json.dumps(value)
+
+
+def _snapshot_table(info: SourceFeed) -> str:
+    if "snapshot_begin" not in info.names:
+        raise ChangefeedSourceError(
+            f"feed {info.feed_id} was set up by a package without snapshots: run "
+            "`dbt run-operation changefeed.upgrade_feed` (or setup_feed) for it first; it "
+            "adds the snapshot table and routines and keeps the data"
+        )
+    return info.info.q("snapshot")
+
+
+def request_snapshot(
+    conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+) -> SnapshotRequest:
+    """Reserve the block of a new request (``snapshot_begin``); the next landing runs it."""
+    _snapshot_table(info)
+    row = conn.execute(
+        f"select s.snapshot_id from {info.info.q('snapshot_begin')}(%s, %s, %s) as s",
+        (shard, key_from, key_to),
+    ).fetchone()
+    found = [r for r in pending_requests(conn, info) if r.snapshot_id == int(row[0])]
+    return found[0]
+
+
+def pending_requests(conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
+    """The feed's unfinished requests, oldest first ([] for a feed without snapshots)."""
+    if "snapshot" not in info.names:
+        return []
+    names = [k.name for k in info.keys]
+    rows = conn.execute(
+        f"select snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to "
+        f"from {info.info.q('snapshot')} where finished_at is null order by snapshot_id"
+    ).fetchall()
+    return [
+        SnapshotRequest(
+            int(r[0]),
+            int(r[1]),
+            bytes(r[2]),
+            bytes(r[3]),
+            _decode_bound(r[4], names, "key_from"),
+            _decode_bound(r[5], names, "key_to"),
+        )
+        for r in rows
+    ]
+
+
+def finish(conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
+    conn.execute(
+        f"select {info.info.q('snapshot_finish')}(%s, %s)", (request.snapshot_id, rows)
+    ).fetchone()
+
+
+def shard_expression(conn: Any, info: SourceFeed) -> str | None:
+    """The feed's ``shard`` expression with ``capture: trigger``, else None."""
+    row = conn.execute(
+        f"select options from {quote_pg(info.changefeed_schema)}.feeds where feed_id = %s",
+        (info.feed_id,),
+    ).fetchone()
+    options = dict(row[0]) if row and row[0] else {}
+    if options.get("capture") == "trigger" and options.get("shard"):
+        return str(options["shard"])
+    return None
+
+
+def wait_for_barrier(
+    backend: Any, info: SourceFeed, request: SnapshotRequest, timeout: float = BARRIER_TIMEOUT
+) -> None:
+    """Step 1: until the shard's safe point reaches the block (no event below it can
+    commit any more, S1). A write allocated below the block and never finished keeps it
+    closed until it is reaped, burned or tombstoned."""
+    target = ulid_before(request.first_ulid)
+    deadline = time.monotonic() + timeout
+    while True:
+        backend.move_outbox(info, [request.shard])
+        now = backend.safe_points(info, [request.shard])[request.shard]
+        if now >= target:
+            return
+        if time.monotonic() > deadline:
+            raise ChangefeedSourceError(
+                f"snapshot {request.snapshot_id} of feed {info.feed_id} shard {request.shard}: "
+                f"the safe point {to_hex(now)} did not reach the snapshot's block "
+                f"{to_hex(request.first_ulid)} within {timeout:.0f} s: a write allocated before "
+                "the request is still pending; let it finish (or tombstone it) and land again"
+            )
+        time.sleep(0.05)
+
+
+# -- Executing a request (the landing's side) --------------------------------------------
+
+
+def execute(
+    landing: Any,
+    backend: Any,
+    info: SourceFeed,
+    request: SnapshotRequest,
+    on_stage: Callable[[str, Mapping[str, Any]], None] | None,
+    on_progress: ProgressCallback | None,
+) -> int:
+    """Run one request to its end in ``landing`` (a :class:`Landing`, the table's only
+    writer): the steps of the module doc. Returns the rows it landed in this call."""
+    from changefeed.spark.landing import _format
+
+    started = time.monotonic()
+    shard = request.shard
+    wait_for_barrier(backend, info, request)
+    landing._run(None, on_stage, only=[shard], caps={shard: ulid_before(request.first_ulid)})
+    spark, table = landing.spark, landing.table
+    fmt = _format.choose_format(spark, table, landing.table_format, exists=True)
+    heads, last_batch = _format.committed_heads(spark, table, [shard], fmt)
+    head = heads.get(shard)
+    in_block = head is not None and request.first_ulid <= head <= request.last_ulid
+    head_key = _head_key(spark, table, info, shard, head) if in_block else None
+    point = resume_point(request, head, head_key)
+    if point is None:
+        LOG.warning(
+            "snapshot %s of feed %s shard %s: table %s already holds events above its block; "
+            "not executed here (request a new snapshot for this table)",
+            request.snapshot_id, info.feed_id, shard, table.text,
+        )  # fmt: skip
+        return 0
+    first, lower, inclusive = point
+    upper = tuple(str(v) for v in request.key_to) if request.key_to is not None else None
+    db = statements(info.dialect)
+    reader = db.reader(info, db.shard_expression(backend.conn, info))
+    chunk_rows = landing.snapshot_chunk_rows
+    chunks, estimate = plan(backend.conn, reader, shard, first, lower, inclusive, upper, chunk_rows)
+    read = chunk_reader(landing.options, reader, shard, request.first_ulid)
+    schema = info.layout().spark_schema()
+    per_batch = max(1, landing.snapshot_batch_rows // chunk_rows)
+    rows, batch, done = 0, last_batch, 0
+    for chunk_group in group(chunks, per_batch):
+        frame = chunk_frame(spark, chunk_group, read, schema)
+        _format.write_batch(frame, table, batch + 1, fmt)
+        landed = _format.count_batch(spark, table, batch + 1)
+        if landed:
+            batch += 1
+        rows += landed
+        done += len(chunk_group)
+        progress = SnapshotProgress(
+            request.snapshot_id, shard, rows, estimate, done, len(chunks),
+            time.monotonic() - started,
+        )  # fmt: skip
+        LOG.info(progress.line())
+        if on_progress is not None:
+            on_progress(progress)
+        if on_stage is not None:
+            on_stage("snapshot_committed", {
+                "table": table.text, "snapshot_id": request.snapshot_id, "shard": shard,
+                "batch": batch if landed else None, "chunks": [c.index for c in chunk_group],
+                "rows": landed,
+            })  # fmt: skip
+    total = rows
+    if first > 0:  # resumed: the rows of earlier runs are in the table
+        total = _landed_rows(spark, table, request)
+    db.finish(backend.conn, info, request, total)
+    final = SnapshotProgress(
+        request.snapshot_id, shard, rows, estimate, len(chunks), len(chunks),
+        time.monotonic() - started, finished=True,
+    )  # fmt: skip
+    LOG.info(final.line())
+    if on_progress is not None:
+        on_progress(final)
+    return rows
+
+
+def _head_key(spark: Any, table: Any, info: SourceFeed, shard: int, head: bytes | None) -> Any:
+    from pyspark.sql import functions as F
+
+    found = (
+        spark.table(table.sql)
+        .where((F.col("shard_id") == shard) & (F.col("ulid") == F.lit(head)))
+        .select(*[F.col(k.name) for k in info.keys])
+        .collect()
+    )
+    return tuple(found[0]) if found else None
+
+
+def _landed_rows(spark: Any, table: Any, request: SnapshotRequest) -> int:
+    from pyspark.sql import functions as F
+
+    return int(
+        spark.table(table.sql)
+        .where(
+            (F.col("shard_id") == request.shard)
+            & (F.col("ulid") >= F.lit(request.first_ulid))
+            & (F.col("ulid") <= F.lit(request.last_ulid))
+        )
+        .count()
+    )
+
+
+def request(
+    source_options: Mapping[str, str],
+    *,
+    shard: int = 0,
+    key_from: str | None = None,
+    key_to: str | None = None,
+) -> SnapshotRequest:
+    """Request a snapshot of the feed of ``source_options`` (the landing's options): the
+    whole table, or the keys from ``key_from`` to ``key_to`` (inclusive; a JSON array of
+    the key's values, or a bare value for a one-column key). The next landing of the feed
+    executes it. Arguments are checked before anything is written."""
+    from changefeed.spark.source import open_backend, parse_options
+
+    options = parse_options(source_options)
+    if not isinstance(shard, int) or isinstance(shard, bool) or not -(2**31) <= shard < 2**31:
+        raise ChangefeedSourceError(f"shard must be a 32-bit integer, got {shard!r}")
+    with open_backend(options.connection, options.changefeed_schema) as backend:
+        info = backend.describe(options.feed, True)
+        _snapshot_table(info)
+        names = [k.name for k in info.keys]
+        bounds = key_bound(key_from, names, "key_from"), key_bound(key_to, names, "key_to")
+        conn = backend.conn  # type: ignore[attr-defined]
+        db = statements(info.dialect)
+        if db.shard_expression(conn, info) is None:
+            others = sorted(set(backend.shards(info)) - {shard})
+            if others:
+                raise ChangefeedSourceError(
+                    f"feed {info.feed_id} has events in shard(s) {', '.join(map(str, others))} "
+                    f"besides {shard}, and its writers choose shards by a rule the database does "
+                    "not know (no capture: trigger with a shard expression), so a snapshot of "
+                    f"shard {shard} would give other shards' keys a second history; snapshots "
+                    "support single-shard feeds and capture: trigger feeds with a shard expression"
+                )
+        return db.request(conn, info, shard, *bounds)
+
+
+class PostgresStatements:
+    """PostgreSQL's side of a snapshot (psycopg; :class:`._snapshot_dialect.SnapshotStatements`):
+    the functions of this module and of :mod:`._snapshot_plan`."""
+
+    def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
+        return SourceReader(info, shard_expression)
+
+    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
+        return pending_requests(conn, info)
+
+    def request(
+        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+    ) -> SnapshotRequest:
+        return request_snapshot(conn, info, shard, key_from, key_to)
+
+    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
+        finish(conn, info, request, rows)
+
+    def shard_expression(self, conn: Any, info: SourceFeed) -> str | None:
+        return shard_expression(conn, info)
+
+    def estimated_rows(self, conn: Any, source: str) -> int:
+        return _estimated_rows(conn, source)
+
+    def fetch_all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+    def fetch_batches(
+        self, conn: Any, sql: str, params: Sequence[Any], size: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            while rows := cur.fetchmany(size):
+                yield rows

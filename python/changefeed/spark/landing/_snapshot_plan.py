@@ -1,0 +1,374 @@
+"""Where a snapshot's rows come from (docs/protocol.md 12.2-12.3): the ULIDs of the
+reserved block, chunk plans over the key, the source's SQL, and the read that each Spark
+task runs with a connection of its own."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from changefeed.client.core import quote_pg
+from changefeed.spark.landing._snapshot_dialect import statements
+from changefeed.spark.source import ChangefeedSourceError, FeedOptions, SourceFeed
+from changefeed.spark.source._positions import to_hex
+
+#: A block (2^36 ULIDs, protocol section 3) holds 2^12 chunks of 2^24 rows (12.2).
+CHUNK_BITS = 24
+CHUNK_LIMIT = 1 << CHUNK_BITS
+MAX_CHUNKS = 1 << (36 - CHUNK_BITS)
+
+#: Default rows per chunk (one Spark task) and per landed batch (one Spark job).
+CHUNK_ROWS = 250_000
+BATCH_ROWS = 2_000_000
+
+_ARROW_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """One row of ``snapshot:<feed>``: ``key_from``/``key_to`` are inclusive bounds, one
+    value per key column (None: unbounded)."""
+
+    snapshot_id: int
+    shard: int
+    first_ulid: bytes
+    last_ulid: bytes
+    key_from: tuple[Any, ...] | None
+    key_to: tuple[Any, ...] | None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A key range read by one task: ``lower`` (inclusive or not) to ``upper``."""
+
+    index: int
+    lower: tuple[str, ...] | None
+    lower_inclusive: bool
+    upper: tuple[str, ...] | None
+    upper_inclusive: bool
+
+
+# -- ULIDs (protocol 12.2) ---------------------------------------------------------
+
+
+def _low(ulid: bytes) -> int:
+    return int.from_bytes(ulid[8:], "big", signed=True)
+
+
+def snapshot_ulid(first_ulid: bytes, chunk: int, row: int) -> bytes:
+    """The ULID of row ``row`` of chunk ``chunk`` of the block starting at ``first_ulid``.
+
+    >>> b = bytes(8) + (5 << 36).to_bytes(8, "big")
+    >>> snapshot_ulid(b, 1, 2)[8:].hex()
+    '0000005001000002'
+    """
+    if not 0 <= chunk < MAX_CHUNKS:
+        raise ChangefeedSourceError(
+            f"snapshot chunk {chunk} is outside [0, {MAX_CHUNKS}): plan fewer chunks "
+            "(a larger chunk size) or snapshot a key range at a time"
+        )
+    if not 0 <= row < CHUNK_LIMIT:
+        raise ChangefeedSourceError(
+            f"snapshot chunk {chunk} has more than 2^{CHUNK_BITS} rows: plan smaller chunks"
+        )
+    low = _low(first_ulid) + (chunk << CHUNK_BITS) + row
+    return first_ulid[:8] + low.to_bytes(8, "big", signed=True)
+
+
+def chunk_of(first_ulid: bytes, ulid: bytes) -> int:
+    """The chunk number of a snapshot row's ULID (its block starts at ``first_ulid``)."""
+    return (_low(ulid) - _low(first_ulid)) >> CHUNK_BITS
+
+
+def ulid_before(ulid: bytes) -> bytes:
+    """The ULID just below ``ulid`` (an unsigned decrement of its 16 bytes)."""
+    value = int.from_bytes(ulid, "big")
+    if value == 0:
+        raise ValueError("no ULID lies below 16 zero bytes")
+    return (value - 1).to_bytes(16, "big")
+
+
+def ulid_column(first_ulid: bytes, chunk: int, start_row: int, count: int) -> Any:
+    """An Arrow ``binary`` array of the ULIDs of rows ``start_row ..`` of ``chunk``: built
+    from one numpy buffer, not a bytes object per row (the snapshot's hot loop)."""
+    import numpy as np
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    if start_row + count > CHUNK_LIMIT:
+        snapshot_ulid(first_ulid, chunk, start_row + count)  # raises, naming the limit
+    base = _low(snapshot_ulid(first_ulid, chunk, start_row))
+    data = np.empty((count, 16), dtype=np.uint8)
+    data[:, :8] = np.frombuffer(first_ulid[:8], dtype=np.uint8)
+    lows = (np.arange(count, dtype=np.int64) + base).astype(">i8")
+    data[:, 8:] = lows.view(np.uint8).reshape(count, 8)
+    offsets = np.arange(0, 16 * (count + 1), 16, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.binary(), count, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes())]
+    )
+
+
+# -- Planning -----------------------------------------------------------------------
+
+
+def plan_chunks(
+    boundaries: Sequence[tuple[str, ...]],
+    first_index: int,
+    lower: tuple[str, ...] | None,
+    lower_inclusive: bool,
+    upper: tuple[str, ...] | None,
+) -> list[Chunk]:
+    """Chunks from sorted, distinct split keys: chunk ``i`` covers ``[boundaries[i-1],
+    boundaries[i])``, the first from ``lower`` and the last up to ``upper`` (inclusive).
+
+    >>> [(c.index, c.lower, c.upper) for c in plan_chunks([("5",)], 3, None, True, ("9",))]
+    [(3, None, ('5',)), (4, ('5',), ('9',))]
+    """
+    if first_index + len(boundaries) >= MAX_CHUNKS:
+        raise ChangefeedSourceError(
+            f"a snapshot plan of {len(boundaries) + 1} chunks from chunk {first_index} does "
+            f"not fit the block's {MAX_CHUNKS} chunks: use a larger chunk size"
+        )
+    edges: list[tuple[str, ...] | None] = [lower, *boundaries]
+    chunks = []
+    for i, start in enumerate(edges):
+        last = i == len(edges) - 1
+        chunks.append(
+            Chunk(
+                index=first_index + i,
+                lower=start,
+                lower_inclusive=lower_inclusive if i == 0 else True,
+                upper=upper if last else edges[i + 1],
+                upper_inclusive=last,
+            )
+        )
+    return chunks
+
+
+def split_keys(sample: Sequence[tuple[str, ...]], chunks: int) -> list[tuple[str, ...]]:
+    """``chunks - 1`` split keys at the quantiles of a sorted key sample, duplicates
+    dropped (a chunk then covers more of the sample).
+
+    >>> split_keys([(str(i),) for i in range(10)], 3)
+    [('3',), ('6',)]
+    """
+    if chunks <= 1 or not sample:
+        return []
+    picked: list[tuple[str, ...]] = []
+    for i in range(1, chunks):
+        key = sample[min(len(sample) - 1, (i * len(sample)) // chunks)]
+        if not picked or key != picked[-1]:
+            picked.append(key)
+    return picked
+
+
+def chunk_terms(
+    shard_expression: str | None,
+    shard: int,
+    chunk: Chunk,
+    compare: Callable[[str, Sequence[Any]], tuple[str, list[Any]]],
+) -> tuple[list[str], list[Any]]:
+    """The terms of a chunk's predicate and their parameters: the shard expression's
+    shard (capture: trigger feeds), then each key bound as ``compare(op, bound)`` writes
+    it (the key compared with the bound by ``op``)."""
+    terms: list[str] = []
+    params: list[Any] = []
+    if shard_expression is not None:
+        terms.append(f"({shard_expression}) = %s")
+        params.append(shard)
+    bounds = (
+        (chunk.lower, ">=" if chunk.lower_inclusive else ">"),
+        (chunk.upper, "<=" if chunk.upper_inclusive else "<"),
+    )
+    for bound, op in bounds:
+        if bound is not None:
+            sql, values = compare(op, bound)
+            terms.append(sql)
+            params += values
+    return terms, params
+
+
+class SourceReader:
+    """SQL for a request's chunks, on the feed's source table (PostgreSQL)."""
+
+    def __init__(self, info: SourceFeed, shard_expression: str | None) -> None:
+        if info.payload is None:
+            raise ChangefeedSourceError(
+                f"a snapshot lands source rows: land feed {info.feed_id} with payload=true "
+                "(changefeed land --payload)"
+            )
+        self.info = info
+        self.shard_expression = shard_expression
+        self.keys = [quote_pg(k.name) for k in info.keys]
+        self.types = [k.db_type for k in info.keys]
+        self.columns = [quote_pg(c.name) for c in info.payload]
+
+    def _row(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        casts = ", ".join(f"%s::{t}" for t in self.types)
+        return f"row({casts})", [None if v is None else str(v) for v in values]
+
+    def where(self, shard: int, chunk_or_range: Chunk) -> tuple[str, list[Any]]:
+        """The predicate of a chunk (or of a whole request, as a chunk with index -1)."""
+        key = f"row({', '.join(self.keys)})"
+
+        def compare(op: str, bound: Sequence[Any]) -> tuple[str, list[Any]]:
+            sql, values = self._row(bound)
+            return f"{key} {op} {sql}", values
+
+        terms, params = chunk_terms(self.shard_expression, shard, chunk_or_range, compare)
+        return (" and ".join(terms) or "true"), params
+
+    def _order(self) -> str:
+        # Qualified: a bare name in ORDER BY means an output column first, and the
+        # sample's outputs are the keys as text, which would sort as text.
+        return ", ".join(f"s.{k}" for k in self.keys)
+
+    def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]:
+        where, params = self.where(shard, chunk)
+        select = ", ".join([*(f"s.{k}" for k in self.keys), *(f"s.{c}" for c in self.columns)])
+        return (
+            f"select {select} from {self.info.info.source} as s where {where} "
+            f"order by {self._order()}",
+            params,
+        )
+
+    def sample_sql(self, shard: int, whole: Chunk, percent: float | None) -> tuple[str, list[Any]]:
+        where, params = self.where(shard, whole)
+        keys_text = ", ".join(f"s.{k}::text" for k in self.keys)
+        sample = f" tablesample system ({percent:.6f})" if percent is not None else ""
+        return (
+            f"select {keys_text} from {self.info.info.source} as s{sample} where {where} "
+            f"order by {self._order()}",
+            params,
+        )
+
+
+def plan(
+    conn: Any,
+    reader: SourceReader,
+    shard: int,
+    first_index: int,
+    lower: tuple[str, ...] | None,
+    lower_inclusive: bool,
+    upper: tuple[str, ...] | None,
+    chunk_rows: int,
+) -> tuple[list[Chunk], int]:
+    """The chunks of the range and its estimated row count: split keys from the whole
+    range's keys when it is small, else from a block sample of about 100 keys per chunk."""
+    whole = Chunk(-1, lower, lower_inclusive, upper, True)
+    db = statements(reader.info.dialect)
+    estimate = db.estimated_rows(conn, reader.info.info.source)
+    if estimate < 20 * chunk_rows:
+        sql, params = reader.sample_sql(shard, whole, None)
+        sample = [tuple(r) for r in db.fetch_all(conn, sql, params)]
+        estimate = len(sample)
+    else:
+        percent = min(100.0, 100.0 * 100 * (estimate / chunk_rows) / estimate)
+        sql, params = reader.sample_sql(shard, whole, percent)
+        sample = [tuple(r) for r in db.fetch_all(conn, sql, params)]
+        if lower is not None or upper is not None or reader.shard_expression is not None:
+            # The sample saw the range only: scale the estimate by its share of the table.
+            estimate = int(len(sample) * 100 / percent)
+    chunks = max(1, min(MAX_CHUNKS - first_index, math.ceil(estimate / chunk_rows)))
+    return plan_chunks(split_keys(sample, chunks), first_index, lower, lower_inclusive, upper), (
+        estimate
+    )
+
+
+def _estimated_rows(conn: Any, source: str) -> int:
+    row = conn.execute(
+        "select c.reltuples::bigint from pg_catalog.pg_class as c "
+        "where c.oid = pg_catalog.to_regclass(%s)",
+        (source,),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else -1
+
+
+# -- Reading on the executors ---------------------------------------------------------
+
+
+def chunk_reader(
+    options: FeedOptions, reader: SourceReader, shard: int, first_ulid: bytes
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function: each input row names a chunk (its index and JSON);
+    each task opens its own connection (the landing's connection options travel with
+    the function) and yields the chunk's rows as Arrow batches of the landed schema."""
+
+    def read(batches: Iterator[Any]) -> Iterator[Any]:
+        from changefeed.spark.source._backend import open_backend
+
+        specs = [spec for batch in batches for spec in batch.column("spec").to_pylist()]
+        if not specs:
+            return
+        backend = open_backend(options.connection, options.changefeed_schema)
+        try:
+            conn = backend.conn  # type: ignore[attr-defined]
+            builder = _builder(reader.info)
+            db = statements(reader.info.dialect)
+            for spec in specs:
+                chunk = _chunk_from_json(spec)
+                sql, params = reader.chunk_sql(shard, chunk)
+                done = 0
+                for rows in db.fetch_batches(conn, sql, params, _ARROW_ROWS):
+                    ulids = ulid_column(first_ulid, chunk.index, done, len(rows))
+                    yield builder.build_columns(shard, ulids, rows)
+                    done += len(rows)
+        finally:
+            backend.close()
+
+    return read
+
+
+def _builder(info: SourceFeed) -> Any:
+    from changefeed.spark.source._types import BatchBuilder
+
+    return BatchBuilder(info.layout())
+
+
+def chunk_json(chunk: Chunk) -> str:
+    return json.dumps([chunk.index, chunk.lower, chunk.lower_inclusive, chunk.upper,
+                       chunk.upper_inclusive])  # fmt: skip
+
+
+def _chunk_from_json(text: str) -> Chunk:
+    index, lower, lower_inclusive, upper, upper_inclusive = json.loads(text)
+    return Chunk(
+        int(index),
+        tuple(lower) if lower is not None else None,
+        bool(lower_inclusive),
+        tuple(upper) if upper is not None else None,
+        bool(upper_inclusive),
+    )
+
+
+def chunk_frame(
+    spark: Any, chunks: Sequence[Chunk], read: Callable[[Iterator[Any]], Iterator[Any]], schema: Any
+) -> Any:
+    """A frame of the chunks' rows: one task per chunk."""
+    specs = spark.createDataFrame([(chunk_json(c),) for c in chunks], "spec string")
+    return specs.repartition(len(chunks)).mapInArrow(read, schema)
+
+
+def group(chunks: Sequence[Chunk], per_batch: int) -> list[list[Chunk]]:
+    """Consecutive chunks, ``per_batch`` at a time (each group one landed batch)."""
+    return [list(chunks[i : i + per_batch]) for i in range(0, len(chunks), per_batch)]
+
+
+def resume_point(
+    request: SnapshotRequest, head: bytes | None, head_key: Sequence[Any] | None
+) -> tuple[int, tuple[str, ...] | None, bool] | None:
+    """Where the request's chunks start for a table whose head of the shard is ``head``:
+    ``(first chunk, lower key, inclusive)``, or None when the table is past the block
+    (the request is not for this table)."""
+    lower = tuple(str(v) for v in request.key_from) if request.key_from is not None else None
+    if head is None or head < request.first_ulid:
+        return 0, lower, True
+    if head > request.last_ulid:
+        return None
+    if head_key is None:
+        raise ChangefeedSourceError(
+            f"snapshot {request.snapshot_id}: no landed row has the head {to_hex(head)}"
+        )
+    return chunk_of(request.first_ulid, head) + 1, tuple(str(v) for v in head_key), False
