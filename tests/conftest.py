@@ -60,6 +60,7 @@ SPARK_LANE = (
     "tests/test_udfs_older_pyspark.py",
     "tests/test_shared_catalog.py",
     "tests/test_getting_started.py",
+    "tests/test_spark_scd_kill.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.

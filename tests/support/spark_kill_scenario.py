@@ -9,7 +9,8 @@ line per finished step to ``plan["workdir"]/steps.jsonl``:
 * ``{"land": {"table": "s.t", "rows": [[shard, "ULID hex", order_id, "status"], ...]}}``
   writes one batch of a landed feed with :func:`changefeed.spark.feedtable.write_batch`.
 * ``{"dbt": [args...], "env": {...}, "expect_error": "text"}`` runs dbt in-process
-  against ``integration_tests/`` (its failure fails the plan unless expected).
+  against the step's or the plan's ``project_dir`` (default ``integration_tests/``; its
+  failure fails the plan unless expected). ``plan["lakehouse"]``: the session has Delta and Iceberg.
 * ``{"dump": {"out": "name.json", "tables": ["s.t", ...]}}`` writes each table's rows
   (binary as hex; missing tables as null) to ``workdir/name.json``.
 * ``{"pause_before": "regex"}`` / ``{"pause_after": "regex"}``: from now on, the first
@@ -136,6 +137,13 @@ def _land(spark: Any, spec: dict[str, Any]) -> int:
     return write_batch(spark, spec["table"], spark.createDataFrame(rows, schema))
 
 
+def _project_dir(plan: dict[str, Any], step: dict[str, Any] | None = None) -> str:
+    """The step's dbt project (``project_dir`` of the step, else of the plan), by default
+    integration_tests/."""
+    chosen = (step or {}).get("project_dir") or plan.get("project_dir")
+    return str(chosen or REPO / "integration_tests")
+
+
 def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | None:
     from dbt.cli.main import dbtRunner
 
@@ -150,7 +158,7 @@ def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | Non
     args = [
         *step["dbt"],
         "--project-dir",
-        str(REPO / "integration_tests"),
+        _project_dir(plan, step),
         "--profiles-dir",
         str(profiles),
         "--target",
@@ -177,15 +185,19 @@ def main() -> None:
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
     from changefeed.local_spark import local_spark_session
 
-    # parquet only: the scenario's four JVMs need no Delta/Iceberg classes
+    # parquet unless the plan says "lakehouse": the scenario's four JVMs need no
+    # Delta/Iceberg classes
     spark = local_spark_session(
-        "changefeed-kill-test", warehouse_dir=workdir / "warehouse", hive=True, lakehouse=False
+        "changefeed-kill-test",
+        warehouse_dir=workdir / "warehouse",
+        hive=True,
+        lakehouse=bool(plan.get("lakehouse", False)),
     )
     log = workdir / "steps.jsonl"
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
         from tests.support.dbt_harness import deps_lock
 
-        with deps_lock(REPO / "integration_tests"):
+        with deps_lock(Path(_project_dir(plan))):
             _dbt(workdir, plan, {"dbt": ["deps"]})
     for index, step in enumerate(plan["steps"]):
         (workdir / "current_step").write_text(f"{index} {time.time()}")
