@@ -4,7 +4,8 @@ SCD type 2) of a landed feed (docs/spark.md "Current state and history"; protoco
 
 One scratch dbt project per format, all on the shared Spark session, consume one landed
 feed in three rounds. Round 2 fails after its state write and before its cursor commit
-(the state is ahead of the cursor), round 3 fails before its state write; each is re-run.
+(the state is ahead of the cursor), round 3 fails before its state write and then, on
+parquet, between two buckets' partition switches; each is re-run.
 After every step the tables must equal what an independent Python model of the rules
 gives, column for column (ULIDs, feed batches, valid_from/valid_to): an interrupted run
 followed by a re-run gives the same output as an uninterrupted run. The events include
@@ -27,8 +28,8 @@ from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.doc_blocks import block
 from tests.test_spark_lakehouse import SCHEMA_MACRO, current_catalog, require_lakehouse
 
-#: the scenario (14 dbt runs in two projects) runs in the first test's setup: about 14
-#: minutes at a load average of 13-17 on 2 cores, above the suite's 600 s default
+#: the scenario (15 dbt runs in two projects) runs in the first test's setup: about 16
+#: minutes at a load average of 10-14 on 2 cores, above the suite's 600 s default
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1500)]
 
 SOURCE = "cf_scd_src"
