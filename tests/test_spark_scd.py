@@ -4,7 +4,8 @@ SCD type 2) of a landed feed (docs/spark.md "Current state and history"; protoco
 
 One scratch dbt project per format, all on the shared Spark session, consume one landed
 feed in three rounds. Round 2 fails after its state write and before its cursor commit
-(the state is ahead of the cursor), round 3 fails before its state write; each is re-run.
+(the state is ahead of the cursor), round 3 fails before its state write and then, on
+parquet, between two buckets' partition switches; each is re-run.
 After every step the tables must equal what an independent Python model of the rules
 gives, column for column (ULIDs, feed batches, valid_from/valid_to): an interrupted run
 followed by a re-run gives the same output as an uninterrupted run. The events include
@@ -27,8 +28,8 @@ from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.doc_blocks import block
 from tests.test_spark_lakehouse import SCHEMA_MACRO, current_catalog, require_lakehouse
 
-#: the scenario (14 dbt runs in two projects) runs in the first test's setup: about 14
-#: minutes at a load average of 13-17 on 2 cores, above the suite's 600 s default
+#: the scenario (15 dbt runs in two projects) runs in the first test's setup: about 16
+#: minutes at a load average of 10-14 on 2 cores, above the suite's 600 s default
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1500)]
 
 SOURCE = "cf_scd_src"
@@ -58,6 +59,9 @@ select e.shard_id, e.ulid, e.order_id, coalesce(e.payload.status, 'gone') as sta
 from {{ changefeed.feed_events(source('landing', 'orders_feed'), this) }} as e
 """
 
+
+#: a parquet state's second partition switch (macros/spark/_spark_scd_switch.sql)
+SECOND_SWITCH = r"\balter table (\S+) partition \(changefeed_bucket = \d+\) set location "
 
 EVENT = "e.shard_id, e.ulid, e.order_id, e.changefeed_feed_batch"
 #: model -> (its config, its select list, the error it must fail with)
@@ -159,18 +163,24 @@ def project(catalog: str, root: Any, buckets: int = 4, bad: bool = False) -> Any
 
 
 @contextlib.contextmanager
-def failing_at(pattern: str | None) -> Iterator[list[str]]:
-    """Spark's ``sql`` raises, without running it, on every statement matching ``pattern``."""
+def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]:
+    """Spark's ``sql`` raises, without running it, on every statement matching ``pattern``
+    after the first ``let_through`` of each table (the pattern's first group)."""
     from pyspark.sql import SparkSession
 
     hit: list[str] = []
+    passed: dict[str, int] = {}
     original = SparkSession.sql
     regex = re.compile(pattern or "(?!)", re.IGNORECASE | re.DOTALL)
 
     def sql(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
-        if regex.search(query):
-            hit.append(query)
-            raise RuntimeError("changefeed test: interrupted here")
+        found = regex.search(query)
+        if found:
+            table = found.group(1) if regex.groups else ""
+            passed[table] = passed.get(table, 0) + 1
+            if passed[table] > let_through:
+                hit.append(query)
+                raise RuntimeError("changefeed test: interrupted here")
         return original(self, query, *args, **kwargs)
 
     SparkSession.sql = sql  # type: ignore[method-assign]
@@ -181,10 +191,14 @@ def failing_at(pattern: str | None) -> Iterator[list[str]]:
 
 
 def run_all(
-    spark: Any, harnesses: dict[str, DbtHarness], *args: str, fail_at: str | None = None
+    spark: Any,
+    harnesses: dict[str, DbtHarness],
+    *args: str,
+    fail_at: str | None = None,
+    let_through: int = 0,
 ) -> None:
     for catalog, harness in harnesses.items():
-        with current_catalog(spark, catalog), failing_at(fail_at) as hit:
+        with current_catalog(spark, catalog), failing_at(fail_at, let_through) as hit:
             try:
                 harness.invoke(["run", *args], "spark")
             except DbtError:
@@ -255,9 +269,13 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     run_all(
         spark,
         harnesses,
-        fail_at=r"\b(insert overwrite table \S+ partition \(changefeed_bucket\)|merge into )",
+        fail_at=r"\b(insert overwrite table \S+__changefeed_next |merge into )",
     )
     snap("3 interrupted")
+    # parquet: between two buckets' partition switches (each bucket's old directory must
+    # still be there, so every key has its old row or its new one)
+    run_all(spark, {"parquet": harnesses["parquet"]}, fail_at=SECOND_SWITCH, let_through=1)
+    snap("3 half switched")
     run_all(spark, harnesses)
     snap("3")
     run_all(spark, harnesses, "--full-refresh")
@@ -301,6 +319,25 @@ def test_interrupted_runs_and_reruns_commit_the_cursor_once(
     assert scenario["3 interrupted"][fmt] == scenario["2"][fmt], "a run that fails writes nothing"
     assert scenario["3"][fmt]["cursors"] == [(1, 1), (2, 2), (3, 3)]
     assert scenario["full refresh"][fmt]["cursors"] == [(1, 3)]
+
+
+def test_a_parquet_apply_cut_between_bucket_switches_loses_no_row(
+    scenario: dict[str, Any],
+) -> None:
+    """Each bucket is switched to its new directory by one metastore call, and old
+    directories are deleted only after the last switch: cut in between, every key has its
+    round-2 row or its round-3 row (S3), and the re-run gives the uninterrupted state."""
+    half = scenario["3 half switched"]["parquet"]
+    for name, expected in (("current", expected_current), ("history", expected_history)):
+        before, after = expected(2), expected(3)
+        assert half[name] <= before | after, name
+        held = {row[2] for row in half[name]}
+        assert {row[2] for row in before} <= held, f"{name}: a key lost its rows"
+        assert held <= {row[2] for row in after}, name
+        if name == "current":
+            assert len(half[name]) == len(held), "one row per key"
+    assert half["cursors"] == scenario["2"]["parquet"]["cursors"]
+    assert scenario["3"]["parquet"]["current"] == expected_current(3)
 
 
 def test_a_delete_condition_for_feeds_without_payload(scenario: dict[str, Any]) -> None:

@@ -65,12 +65,13 @@
     {%- do run_query(changefeed._spark_scd_create_sql(materialization, target, file_format, new_rows, columns)) -%}
   {%- endif -%}
 
-  {#-- 5. Apply the window: parquet rewrites the touched buckets, delta/iceberg merge --#}
+  {#-- 5. Apply the window: parquet rewrites the touched buckets into new directories and
+      switches their partitions, delta/iceberg merge --#}
   {%- if events > 0 and file_format == 'parquet' -%}
-    {%- do run_query('set spark.sql.sources.partitionOverwriteMode = DYNAMIC') -%}
     {%- set rewrite = changefeed._spark_scd1_rewrite_sql if materialization == 'changefeed_current_state'
                       else changefeed._spark_scd2_rewrite_sql -%}
-    {%- call statement('main') -%}{{ rewrite(target, new_rows, columns, rules.key_columns, touched) }}{%- endcall -%}
+    {%- do changefeed._spark_scd_switch_buckets(
+        target, rewrite(target, new_rows, columns, rules.key_columns, touched), touched) -%}
   {%- elif events > 0 and materialization == 'changefeed_current_state' -%}
     {%- call statement('main') -%}{{ changefeed._spark_scd1_merge_sql(target, new_rows, rules.key_columns, touched) }}{%- endcall -%}
   {%- elif events > 0 -%}

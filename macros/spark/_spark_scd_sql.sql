@@ -73,12 +73,11 @@ where changefeed_rank = 1
 {% endmacro %}
 
 
-{#- Current state, parquet: rewrite the touched buckets (dynamic partition overwrite) with,
-    per key, the newest of the rows they hold and the new rows. -#}
+{#- Current state, parquet: the touched buckets rewritten with, per key, the newest of the
+    rows they hold and the new rows (written by _spark_scd_switch_buckets). -#}
 {% macro _spark_scd1_rewrite_sql(target, new_rows, columns, keys, touched) %}
   {%- set state = changefeed._spark_scd_list(columns + ['changefeed_deleted', 'changefeed_bucket']) -%}
   {%- set sql -%}
-insert overwrite table {{ target }} partition (changefeed_bucket)
 select {{ state }}
 from (
     select *, row_number() over (
@@ -138,14 +137,11 @@ where changefeed_copy = 1
 {% endmacro %}
 
 
-{#- History, parquet: rewrite the touched buckets with their versions recomputed. -#}
+{#- History, parquet: the touched buckets with their versions recomputed (written by
+    _spark_scd_switch_buckets). -#}
 {% macro _spark_scd2_rewrite_sql(target, new_rows, columns, keys, touched) %}
   {%- set held = 'select * from ' ~ target ~ ' where changefeed_bucket in (' ~ touched | join(', ') ~ ')' -%}
-  {%- set sql -%}
-insert overwrite table {{ target }} partition (changefeed_bucket)
-{{ changefeed._spark_scd2_versions_sql(held, new_rows, columns, keys) }}
-  {%- endset -%}
-  {{ return(sql) }}
+  {{ return(changefeed._spark_scd2_versions_sql(held, new_rows, columns, keys)) }}
 {% endmacro %}
 
 

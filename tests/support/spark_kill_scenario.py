@@ -13,8 +13,8 @@ line per finished step to ``plan["workdir"]/steps.jsonl``:
 * ``{"events": {"uri": ..., "feed": ..., "shard": 0, "start": 1, "count": 10}}`` writes
   events ``id = start ..`` into a PostgreSQL feed (``tests.support.spark_source``).
 * ``{"dbt": [args...], "env": {...}, "expect_error": "text"}`` runs dbt in-process
-  against ``plan["project_dir"]`` (default ``integration_tests/``; its failure fails the
-  plan unless expected).
+  against the step's or the plan's ``project_dir`` (default ``integration_tests/``; its
+  failure fails the plan unless expected).
 * ``{"dump": {"out": "name.json", "tables": ["s.t", ...]}}`` writes each table's rows
   (binary as hex; missing tables as null) to ``workdir/name.json``.
 * ``{"pause_before": "regex"}`` / ``{"pause_after": "regex"}``: from now on, the first
@@ -169,8 +169,11 @@ def _register_sleep(spark: Any) -> None:
     spark.udf.register("cf_test_sleep", sleep, "boolean")
 
 
-def _project(plan: dict[str, Any]) -> Path:
-    return Path(plan.get("project_dir") or REPO / "integration_tests")
+def _project_dir(plan: dict[str, Any], step: dict[str, Any] | None = None) -> str:
+    """The step's dbt project (``project_dir`` of the step, else of the plan), by default
+    integration_tests/."""
+    chosen = (step or {}).get("project_dir") or plan.get("project_dir")
+    return str(chosen or REPO / "integration_tests")
 
 
 def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | None:
@@ -187,7 +190,7 @@ def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | Non
     args = [
         *step["dbt"],
         "--project-dir",
-        str(_project(plan)),
+        _project_dir(plan, step),
         "--profiles-dir",
         str(profiles),
         "--target",
@@ -214,7 +217,8 @@ def main() -> None:
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
     from changefeed.local_spark import local_spark_session
 
-    # parquet plans leave Delta/Iceberg out: their JVMs start faster without the classes
+    # parquet unless the plan says "lakehouse": the scenario's four JVMs need no
+    # Delta/Iceberg classes
     spark = local_spark_session(
         "changefeed-kill-test",
         warehouse_dir=workdir / "warehouse",
@@ -229,7 +233,7 @@ def main() -> None:
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
         from tests.support.dbt_harness import deps_lock
 
-        with deps_lock(_project(plan)):
+        with deps_lock(Path(_project_dir(plan))):
             _dbt(workdir, plan, {"dbt": ["deps"]})
     for index, step in enumerate(plan["steps"]):
         (workdir / "current_step").write_text(f"{index} {time.time()}")
