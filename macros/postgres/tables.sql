@@ -116,13 +116,17 @@ create table {{ q['outbox'] }} (
     of other feeds is unchanged. -#}
 {% macro _postgres_row_image_defs(ctx) %}
   {%- if not ctx['row_image'] -%}{{ return('') }}{%- endif -%}
-  {{ return('\n  ' ~ changefeed._postgres_row_image_columns() | join(',\n  ') ~ ',') }}
+  {{ return('\n  ' ~ (changefeed._postgres_row_image_columns() + [changefeed._postgres_row_image_check()]) | join(',\n  ') ~ ',') }}
 {% endmacro %}
 
 
 {% macro _postgres_row_image_columns() %}
-  {{ return(['row_image jsonb', 'row_deleted boolean',
-             'check (case row_deleted when false then row_image is not null else row_image is null end)']) }}
+  {{ return(['row_image jsonb', 'row_deleted boolean']) }}
+{% endmacro %}
+
+
+{% macro _postgres_row_image_check() %}
+  {{ return('check (case row_deleted when false then row_image is not null else row_image is null end)') }}
 {% endmacro %}
 
 
@@ -133,10 +137,11 @@ create table {{ q['outbox'] }} (
 {% macro _postgres_sql_row_image_sync(ctx) %}
   {%- if not ctx['row_image'] -%}{{ return('') }}{%- endif -%}
   {%- set lit = changefeed._postgres_literal -%}
+  {%- set additions = 'add column ' ~ changefeed._postgres_row_image_columns() | join(', add column ')
+      ~ ', add ' ~ changefeed._postgres_row_image_check() -%}
   {%- set lines = [] -%}
   {%- for kind in ['feed', 'outbox'] if kind in ctx['q'] -%}
-    {%- set alter = 'alter table ' ~ ctx['q'][kind] ~ ' add column ' ~ changefeed._postgres_row_image_columns()[:2] | join(', add column ')
-        ~ ', add ' ~ changefeed._postgres_row_image_columns()[2] -%}
+    {%- set alter = 'alter table ' ~ ctx['q'][kind] ~ ' ' ~ additions -%}
     {%- set grant = ('; grant insert (row_image, row_deleted) on ' ~ ctx['q']['outbox'] ~ ' to '
         ~ changefeed._postgres_ident(ctx['n']['writer_role'])) if kind == 'outbox' else '' -%}
     {%- do lines.append('  if not exists (select 1 from pg_catalog.pg_attribute as a where a.attrelid = pg_catalog.to_regclass('

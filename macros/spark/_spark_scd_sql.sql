@@ -51,9 +51,12 @@
     feed batch carry one row image: they are one version. With versions='event' (a feed
     with row images: each event carries the row as of its write) every event is one. -#}
 {% macro _spark_scd_new_rows(materialization, staged, columns, keys, delete_when, buckets, versions='batch') %}
-  {%- set grain = keys + (['changefeed_feed_batch'] if materialization == 'changefeed_history' else []) -%}
-  {%- if materialization == 'changefeed_history' and versions == 'event' -%}
+  {%- if materialization != 'changefeed_history' -%}
+    {%- set grain = keys -%}
+  {%- elif versions == 'event' -%}
     {%- set grain = keys + ['ulid', 'shard_id'] -%}
+  {%- else -%}
+    {%- set grain = keys + ['changefeed_feed_batch'] -%}
   {%- endif -%}
   {%- set sql -%}
 select {{ changefeed._spark_scd_list(columns) }},
