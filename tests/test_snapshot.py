@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from tests.support import spark_source as kit
 from tests.support.dbt_harness import DbtHarness, package_project
-from tests.test_spark_lakehouse import SCHEMA_MACRO
+from tests.support.dbt_spark import SCHEMA_MACRO
 
 from changefeed.spark.landing import ChangefeedSourceError, Landing, request_snapshot
 from changefeed.spark.landing._snapshot import SnapshotProgress, key_bound

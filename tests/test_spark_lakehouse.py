@@ -14,14 +14,13 @@ has no catalog level and lists a schema's relations without their catalog, so wi
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
-from tests.support.real_parts import unavailable
+from tests.support.dbt_spark import SCHEMA_MACRO, current_catalog, require_lakehouse
 
 pytestmark = pytest.mark.spark
 
@@ -32,11 +31,6 @@ SHOP = {
     2: [(1, "shipped", 0), (5, "new", 1), (6, "new", 0)],
 }
 
-#: dbt's schema for a custom schema: the name itself (one schema per format).
-SCHEMA_MACRO = """{% macro generate_schema_name(custom_schema_name, node) -%}
-{{ custom_schema_name | trim if custom_schema_name else target.schema }}
-{%- endmacro %}
-"""
 
 PUBLISHED = """{{{{ config(materialized='incremental', file_format='{fmt}', schema='{schema}',
     incremental_strategy='merge', unique_key=['shard_id', 'ulid'],
@@ -68,36 +62,6 @@ MODELS = ("lake_published", *STRATEGIES)
 
 def schema_of(fmt: str) -> str:
     return f"cf_lake_{fmt}"
-
-
-@contextlib.contextmanager
-def current_catalog(spark: Any, fmt: str) -> Iterator[None]:
-    """Iceberg's catalog as the current one while ``fmt`` is iceberg (see the module doc)."""
-    if fmt != "iceberg":
-        yield
-        return
-    from changefeed._jars import ICEBERG_CATALOG
-
-    previous = spark.conf.get("spark.sql.defaultCatalog")
-    spark.conf.set("spark.sql.defaultCatalog", ICEBERG_CATALOG)
-    try:
-        yield
-    finally:
-        spark.conf.set("spark.sql.defaultCatalog", previous)
-
-
-def require_lakehouse(spark: Any) -> Any:
-    """``spark`` if it has Delta and Iceberg; else the test is unavailable (needs their jars)."""
-    extensions = spark.conf.get("spark.sql.extensions", "") or ""
-    if "DeltaSparkSessionExtension" not in extensions or "Iceberg" not in extensions:
-        from changefeed._jars import LakehouseJarsMissing, lakehouse_jars
-
-        try:
-            lakehouse_jars()
-        except LakehouseJarsMissing as exc:
-            unavailable("Delta Lake and Iceberg", str(exc))
-        unavailable("Delta Lake and Iceberg", "the shared Spark session started without them")
-    return spark
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
+from tests.support.dbt_spark import SCHEMA_MACRO
 from tests.support.pg_feeds import create_table, setup_feed, teardown_feed
-from tests.test_spark_lakehouse import SCHEMA_MACRO
 
 from changefeed.client import PostgresFeed
 from changefeed.spark.landing import land

@@ -18,15 +18,13 @@ tests/support/spark_kill_scenario.py, which kills the process at such a point in
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
+from tests.support.dbt_spark import SCHEMA_MACRO, current_catalog, failing_at, require_lakehouse
 from tests.support.doc_blocks import block
-from tests.test_spark_lakehouse import SCHEMA_MACRO, current_catalog, require_lakehouse
 
 #: the scenario (15 dbt runs in two projects) runs in the first test's setup: about 16
 #: minutes at a load average of 10-14 on 2 cores, above the suite's 600 s default
@@ -160,34 +158,6 @@ def project(catalog: str, root: Any, buckets: int = 4, bad: bool = False) -> Any
     (path / "macros").mkdir(exist_ok=True)
     (path / "macros" / "schema.sql").write_text(SCHEMA_MACRO)
     return path
-
-
-@contextlib.contextmanager
-def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]:
-    """Spark's ``sql`` raises, without running it, on every statement matching ``pattern``
-    after the first ``let_through`` of each table (the pattern's first group)."""
-    from pyspark.sql import SparkSession
-
-    hit: list[str] = []
-    passed: dict[str, int] = {}
-    original = SparkSession.sql
-    regex = re.compile(pattern or "(?!)", re.IGNORECASE | re.DOTALL)
-
-    def sql(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
-        found = regex.search(query)
-        if found:
-            table = found.group(1) if regex.groups else ""
-            passed[table] = passed.get(table, 0) + 1
-            if passed[table] > let_through:
-                hit.append(query)
-                raise RuntimeError("changefeed test: interrupted here")
-        return original(self, query, *args, **kwargs)
-
-    SparkSession.sql = sql  # type: ignore[method-assign]
-    try:
-        yield hit
-    finally:
-        SparkSession.sql = original  # type: ignore[method-assign]
 
 
 def run_all(

@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from tests.support.dbt_harness import package_project
+from tests.support.dbt_spark import SCHEMA_MACRO
 from tests.support.spark_kill_scenario import (
     PlanResult,
     run_plan,
@@ -40,7 +41,6 @@ from tests.support.spark_kill_scenario import (
     table_dir,
     written_parts,
 )
-from tests.test_spark_lakehouse import SCHEMA_MACRO
 
 #: four JVMs with Delta and Iceberg and 16 dbt runs: over 25 minutes at a load average of
 #: 14-21 on 2 cores (other jobs), the setup of the first test

@@ -1,0 +1,76 @@
+"""dbt-spark tests on Spark's catalog, Delta Lake and Iceberg: the schema macro of their
+scratch projects, the Iceberg catalog as the current one, the lakehouse requirement, and
+statements interrupted on their way to Spark (as a kill would cut them)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from tests.support.real_parts import unavailable
+
+#: dbt's schema for a custom schema: the name itself (one schema per format).
+SCHEMA_MACRO = """{% macro generate_schema_name(custom_schema_name, node) -%}
+{{ custom_schema_name | trim if custom_schema_name else target.schema }}
+{%- endmacro %}
+"""
+
+
+@contextlib.contextmanager
+def current_catalog(spark: Any, fmt: str) -> Iterator[None]:
+    """Iceberg's catalog as the current one while ``fmt`` is iceberg (see the module doc)."""
+    if fmt != "iceberg":
+        yield
+        return
+    from changefeed._jars import ICEBERG_CATALOG
+
+    previous = spark.conf.get("spark.sql.defaultCatalog")
+    spark.conf.set("spark.sql.defaultCatalog", ICEBERG_CATALOG)
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.defaultCatalog", previous)
+
+
+def require_lakehouse(spark: Any) -> Any:
+    """``spark`` if it has Delta and Iceberg; else the test is unavailable (needs their jars)."""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    if "DeltaSparkSessionExtension" not in extensions or "Iceberg" not in extensions:
+        from changefeed._jars import LakehouseJarsMissing, lakehouse_jars
+
+        try:
+            lakehouse_jars()
+        except LakehouseJarsMissing as exc:
+            unavailable("Delta Lake and Iceberg", str(exc))
+        unavailable("Delta Lake and Iceberg", "the shared Spark session started without them")
+    return spark
+
+
+@contextlib.contextmanager
+def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]:
+    """Spark's ``sql`` raises, without running it, on every statement matching ``pattern``
+    after the first ``let_through`` of each table (the pattern's first group)."""
+    from pyspark.sql import SparkSession
+
+    hit: list[str] = []
+    passed: dict[str, int] = {}
+    original = SparkSession.sql
+    regex = re.compile(pattern or "(?!)", re.IGNORECASE | re.DOTALL)
+
+    def sql(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        found = regex.search(query)
+        if found:
+            table = found.group(1) if regex.groups else ""
+            passed[table] = passed.get(table, 0) + 1
+            if passed[table] > let_through:
+                hit.append(query)
+                raise RuntimeError("changefeed test: interrupted here")
+        return original(self, query, *args, **kwargs)
+
+    SparkSession.sql = sql  # type: ignore[method-assign]
+    try:
+        yield hit
+    finally:
+        SparkSession.sql = original  # type: ignore[method-assign]
