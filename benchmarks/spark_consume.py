@@ -36,13 +36,11 @@ section of docs/performance.md. Timings, not assertions. Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +48,8 @@ from _perfdoc import write_section
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py runs the dbt macros in-process
+
+from tests.support.dbt_spark import current_catalog  # noqa: E402  (dbt-spark names no catalog)
 
 DOC = REPO / "docs" / "performance.md"
 BEGIN = "<!-- BEGIN spark-consume (written by benchmarks/spark_consume.py) -->"
@@ -109,22 +109,6 @@ def table_of(fmt: str, name: str) -> str:
     from changefeed._jars import ICEBERG_CATALOG
 
     return f"{ICEBERG_CATALOG}.{SCHEMA}.{name}" if fmt == "iceberg" else f"{SCHEMA}.{name}"
-
-
-@contextlib.contextmanager
-def current_catalog(spark: Any, fmt: str) -> Iterator[None]:
-    """dbt-spark names relations without a catalog: Iceberg's must be the current one."""
-    if fmt != "iceberg":
-        yield
-        return
-    from changefeed._jars import ICEBERG_CATALOG
-
-    previous = spark.conf.get("spark.sql.defaultCatalog")
-    spark.conf.set("spark.sql.defaultCatalog", ICEBERG_CATALOG)
-    try:
-        yield
-    finally:
-        spark.conf.set("spark.sql.defaultCatalog", previous)
 
 
 def write_events(uri: str, feed: str, start: int, count: int, per_tx: int = 10_000) -> None:
