@@ -523,3 +523,22 @@ def test_setup_adds_the_guard_to_a_blocking_feed_that_lacks_it(
         "select count(*) from pg_trigger where tgname = %s", (names["guard"],)
     ).fetchone()
     assert found == (1,)
+
+
+def test_a_writer_lock_just_released_by_a_closed_session_is_taken(pg_uri: str) -> None:
+    """A landing started right after another one closed its connection (a loop, a re-run)
+    takes the table's writer lock: the closed session keeps its locks until its server
+    process has exited, which the lock waits out instead of refusing. A live holder is
+    still named at once."""
+    from changefeed.client.postgres import try_writer_lock
+
+    with psycopg.connect(pg_uri, autocommit=True) as taker:
+        for attempt in range(30):
+            holder = psycopg.connect(pg_uri, autocommit=True)
+            assert try_writer_lock(holder, f"hardening.lock_{attempt}") is None
+            holder.close()  # returns before the server has released the lock
+            assert try_writer_lock(taker, f"hardening.lock_{attempt}") is None, attempt
+        with psycopg.connect(pg_uri, autocommit=True, application_name="other-landing") as live:
+            assert try_writer_lock(live, "hardening.live") is None
+            held = try_writer_lock(taker, "hardening.live")
+            assert held is not None and "other-landing" in held, held

@@ -38,6 +38,7 @@ connection's open transaction if there is one, else in their own short transacti
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -557,9 +558,16 @@ _WRITER_LOCK_HOLDER = (
 )
 
 
+#: How long a held writer lock is tried again before its holder is named (a session that
+#: has just closed its connection releases it moments later).
+_CLOSING_HOLDER_WAIT = 2.0
+
+
 def try_writer_lock(conn: Any, table: str) -> str | None:
     """Take the writer lock of the landed table ``table`` for this session, without
-    waiting; ``None`` when taken, else who holds it (one line).
+    waiting for a live holder; ``None`` when taken, else who holds it (one line). A held
+    lock is tried again for 2 s first, so that a session which has just closed its
+    connection (and releases it moments later) does not count as a holder.
 
     A session-level advisory lock: it lasts until the session ends, also when its process
     is killed (PostgreSQL ends the session when the connection drops), so ``conn`` must
@@ -567,10 +575,19 @@ def try_writer_lock(conn: Any, table: str) -> str | None:
     need no grant: the reader role takes it.
     """
     classid, objid = writer_lock_key(table)
-    taken = run(conn, "select pg_catalog.pg_try_advisory_lock(%s::int4, %s::int4)",
-                (classid, objid))[0][0]  # fmt: skip
-    if taken:
-        return None
+    # A session that has just closed its connection holds its locks until its server
+    # process has exited, moments later (and is listed in pg_locks until then): a landing
+    # started right after another one ended (a loop, a re-run) would be refused. So the
+    # lock is tried for a short grace period before its holder is named.
+    deadline = time.monotonic() + _CLOSING_HOLDER_WAIT
+    while True:
+        taken = run(conn, "select pg_catalog.pg_try_advisory_lock(%s::int4, %s::int4)",
+                    (classid, objid))[0][0]  # fmt: skip
+        if taken:
+            return None
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     # pg_locks shows the two halves as unsigned oids.
     rows = run(conn, _WRITER_LOCK_HOLDER, (classid & 0xFFFFFFFF, objid & 0xFFFFFFFF))
     if not rows:
