@@ -38,8 +38,7 @@ from changefeed.spark.landing._snapshot_plan import (
     resume_point,
     ulid_before,
 )
-from changefeed.spark.source import ChangefeedSourceError, SourceFeed
-from changefeed.spark.source._positions import to_hex
+from changefeed.spark.source import ChangefeedSourceError, RowLayout, SourceFeed, to_hex
 
 LOG = logging.getLogger("changefeed.snapshot")
 
@@ -395,3 +394,10 @@ class PostgresStatements:
             cur.execute(sql, params)
             while rows := cur.fetchmany(size):
                 yield rows
+
+    def arrow_reader(
+        self, conn: Any, uri: str, layout: RowLayout
+    ) -> Callable[[str, Sequence[Any]], Iterator[list[Any]]] | None:
+        from changefeed.spark.landing import _snapshot_arrow
+
+        return _snapshot_arrow.reader(conn, uri, layout)

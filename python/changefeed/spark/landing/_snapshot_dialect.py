@@ -5,12 +5,12 @@ same for both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from changefeed.spark.landing._snapshot_plan import SnapshotRequest
-    from changefeed.spark.source import SourceFeed
+    from changefeed.spark.source import RowLayout, SourceFeed
 
 
 class SnapshotStatements(Protocol):
@@ -38,6 +38,13 @@ class SnapshotStatements(Protocol):
     def fetch_batches(
         self, conn: Any, sql: str, params: Sequence[Any], size: int
     ) -> Iterator[list[tuple[Any, ...]]]: ...
+
+    def arrow_reader(
+        self, conn: Any, uri: str, layout: RowLayout
+    ) -> Callable[[str, Sequence[Any]], Iterator[list[Any]]] | None:
+        """A chunk read straight into Arrow arrays (key columns, then payload columns, of
+        the layout's types), or None: the task reads rows with :meth:`fetch_batches`."""
+        ...
 
 
 def statements(dialect: str) -> SnapshotStatements:

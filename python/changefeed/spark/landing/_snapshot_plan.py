@@ -12,8 +12,13 @@ from typing import Any
 
 from changefeed.client.core import quote_pg
 from changefeed.spark.landing._snapshot_dialect import statements
-from changefeed.spark.source import ChangefeedSourceError, FeedOptions, SourceFeed
-from changefeed.spark.source._positions import to_hex
+from changefeed.spark.source import (
+    BatchBuilder,
+    ChangefeedSourceError,
+    FeedOptions,
+    SourceFeed,
+    to_hex,
+)
 
 #: A block (2^36 ULIDs, protocol section 3) holds 2^12 chunks of 2^24 rows (12.2).
 CHUNK_BITS = 24
@@ -297,7 +302,7 @@ def chunk_reader(
     the function) and yields the chunk's rows as Arrow batches of the landed schema."""
 
     def read(batches: Iterator[Any]) -> Iterator[Any]:
-        from changefeed.spark.source._backend import open_backend
+        from changefeed.spark.source import open_backend
 
         specs = [spec for batch in batches for spec in batch.column("spec").to_pylist()]
         if not specs:
@@ -305,26 +310,29 @@ def chunk_reader(
         backend = open_backend(options.connection, options.changefeed_schema)
         try:
             conn = backend.conn  # type: ignore[attr-defined]
-            builder = _builder(reader.info)
+            builder = BatchBuilder(reader.info.layout())
             db = statements(reader.info.dialect)
+            direct = db.arrow_reader(conn, options.connection.uri, builder.layout)
             for spec in specs:
                 chunk = _chunk_from_json(spec)
                 sql, params = reader.chunk_sql(shard, chunk)
+                if direct is not None:
+                    pages = direct(sql, params)
+                else:
+                    pages = (
+                        builder.snapshot_arrays(rows)
+                        for rows in db.fetch_batches(conn, sql, params, _ARROW_ROWS)
+                    )
                 done = 0
-                for rows in db.fetch_batches(conn, sql, params, _ARROW_ROWS):
-                    ulids = ulid_column(first_ulid, chunk.index, done, len(rows))
-                    yield builder.build_columns(shard, ulids, rows)
-                    done += len(rows)
+                for arrays in pages:
+                    count = len(arrays[0])
+                    ulids = ulid_column(first_ulid, chunk.index, done, count)
+                    yield builder.snapshot_batch(shard, ulids, arrays)
+                    done += count
         finally:
             backend.close()
 
     return read
-
-
-def _builder(info: SourceFeed) -> Any:
-    from changefeed.spark.source._types import BatchBuilder
-
-    return BatchBuilder(info.layout())
 
 
 def chunk_json(chunk: Chunk) -> str:

@@ -203,6 +203,10 @@ class SqlServerStatements:
         finally:
             cur.close()
 
+    def arrow_reader(self, conn: Any, uri: str, layout: Any) -> None:
+        """None: pymssql reads rows (no direct Arrow read of SQL Server here)."""
+        return None
+
 
 def _feed(info: SourceFeed) -> client.SqlServerFeed:
     return client.SqlServerFeed(info.feed_id, info.changefeed_schema)

@@ -25,7 +25,7 @@ from changefeed.spark.source._backend import (
 )
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._options import OPTIONS, FeedOptions, parse_options
-from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._positions import decode_offset, encode_offset, to_hex
 from changefeed.spark.source._retention import LANDING_FIX, check_not_behind
 from changefeed.spark.source._source import (
     FORMAT_NAME,
@@ -34,7 +34,7 @@ from changefeed.spark.source._source import (
     FeedPartition,
     FeedStreamReader,
 )
-from changefeed.spark.source._types import BatchBuilder
+from changefeed.spark.source._types import BatchBuilder, RowLayout, base_type
 
 __all__ = [
     "FORMAT_NAME",
@@ -49,7 +49,9 @@ __all__ = [
     "FeedOptions",
     "FeedPartition",
     "FeedStreamReader",
+    "RowLayout",
     "SourceFeed",
+    "base_type",
     "check_not_behind",
     "decode_offset",
     "encode_offset",
@@ -58,6 +60,7 @@ __all__ = [
     "parse_options",
     "read_range",
     "register",
+    "to_hex",
 ]
 
 

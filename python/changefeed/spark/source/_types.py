@@ -61,6 +61,18 @@ def _decimal_or_text(precision: int | None, scale: int | None) -> tuple[str, Any
     return "string", None
 
 
+def base_type(db_type: str) -> str:
+    """A database type without its length, precision or scale, lower-cased.
+
+    >>> base_type("TIMESTAMP(3) WITH TIME ZONE")
+    'timestamp with time zone'
+    >>> base_type("numeric(12, 2)")
+    'numeric'
+    """
+    lowered = " ".join(db_type.lower().split())
+    return " ".join(_PARAMS.sub("", lowered).replace(" ,", ",").split())
+
+
 def spark_type_of(dialect: str, db_type: str) -> tuple[Any, Convert]:
     """The Spark type of a database type and the converter of one driver value.
 
@@ -75,7 +87,7 @@ def spark_type_of(dialect: str, db_type: str) -> tuple[Any, Convert]:
 
     lowered = " ".join(db_type.lower().split())
     params = _PARAMS.search(lowered)
-    base = _PARAMS.sub("", lowered).replace(" ,", ",").strip()
+    base = base_type(db_type)
     precision = int(params.group(1)) if params else None
     scale = int(params.group(2)) if params and params.group(2) else None
 
@@ -202,16 +214,36 @@ class BatchBuilder:
         exists = columns[2 + nkeys] if self.layout.payload is not None else None
         return self._finish(arrays, columns[2 : 2 + nkeys], exists, columns[3 + nkeys :])
 
-    def build_columns(self, shard: int, ulids: Any, rows: Sequence[Sequence[Any]]) -> Any:
-        """One record batch of snapshot events (docs/protocol.md 12.3): ``rows`` are source
-        rows read as the key columns followed by every payload column, ``ulids`` their
-        ULIDs as an Arrow array; every payload is present."""
-        nkeys = len(self.layout.keys)
-        width = nkeys + len(self._payload_convert)
-        columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
+    def snapshot_arrays(self, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """The key columns, then the payload columns, of source rows as Arrow arrays of
+        the layout's types (each value converted as every read of the feed converts it)."""
         fields = list(self.schema)
-        arrays = [pa.array([shard] * len(rows), type=fields[0].type), ulids]
-        return self._finish(arrays, columns[:nkeys], [True] * len(rows), columns[nkeys:])
+        nkeys = len(self.layout.keys)
+        types = [fields[2 + i].type for i in range(nkeys)]
+        if self.layout.payload is not None:
+            types += [f.type for f in fields[-1].type]
+        converters = [*self._key_convert, *self._payload_convert]
+        columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * len(types)
+        arrays = []
+        for values, convert, arrow_type in zip(columns, converters, types, strict=True):
+            if convert is not _identity:
+                values = [convert(v) for v in values]
+            arrays.append(pa.array(values, type=arrow_type))
+        return arrays
+
+    def snapshot_batch(self, shard: int, ulids: Any, arrays: Sequence[Any]) -> Any:
+        """One record batch of snapshot events from ``arrays``
+        (:meth:`snapshot_arrays`, or a direct Arrow read of the same columns)."""
+        import numpy as np
+
+        nkeys = len(self.layout.keys)
+        fields = list(self.schema)
+        out = [pa.array(np.full(len(ulids), shard, dtype=np.int32), type=fields[0].type), ulids]
+        out += arrays[:nkeys]
+        if self.layout.payload is not None:
+            struct_type = fields[-1].type
+            out.append(pa.StructArray.from_arrays(list(arrays[nkeys:]), fields=list(struct_type)))
+        return pa.RecordBatch.from_arrays(out, schema=self.schema)
 
     def _finish(
         self,
