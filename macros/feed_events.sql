@@ -24,6 +24,11 @@
 {% endmacro %}
 
 {% macro spark__feed_events(feed, output) %}
+  {#-- changefeed_reprocess (a state consumer's range re-processing): every consumed event --#}
+  {%- set reprocess = var('changefeed_reprocess', none) is not none -%}
+  {%- if reprocess -%}
+    {%- do changefeed._spark_scd_check_reprocessable(output) -%}
+  {%- endif -%}
   {%- set columns = [] -%}
   {%- for column in adapter.get_columns_in_relation(feed) -%}
     {%- if column.name | lower == 'changefeed_batch' -%}
@@ -40,7 +45,9 @@
     select {{ columns | join(', ') }}
     from {{ feed }} as changefeed_events
     where {{ changefeed.feed_safe_point(feed, 'changefeed_events') }}
-    {%- if output is not none %}
+    {%- if reprocess %}
+      and {{ changefeed._spark_scd_reprocess_window(output, 'changefeed_events') }}
+    {%- elif output is not none %}
       and {{ changefeed.feed_cursor('changefeed_events', output, feed) }}
     {%- endif %}
 )

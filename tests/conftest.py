@@ -45,6 +45,8 @@ SPARK_LANE = (
     KILL_SCENARIO_GROUP,
     "tests/test_spark_scd.py",
     "tests/test_lakehouse_kills.py",
+    "tests/test_spark_scd_kill.py",
+    "tests/test_spark_reprocess.py",
     "tests/test_spark_lakehouse.py",
     "tests/test_demo.py",
     "tests/test_landing.py",
@@ -64,11 +66,10 @@ SPARK_LANE = (
     "tests/test_spark_row_images.py",
     "tests/test_snapshot.py",
     "tests/sqlserver_live/test_live_snapshot_landing.py",
-    "tests/test_spark_scd_kill.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.
-HEAVY_SPARK = SPARK_LANE[:6]
+HEAVY_SPARK = SPARK_LANE[:8]
 #: The longest of the other groups, first in their lane.
 LONGEST_FIRST = (
     *SPARK_LANE,

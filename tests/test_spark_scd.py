@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
-from tests.support.dbt_spark import SCHEMA_MACRO, current_catalog, failing_at, require_lakehouse
+from tests.support.dbt_spark import SCHEMA_MACRO, current_catalog, fresh_projects, run_all
 from tests.support.doc_blocks import block
 
 #: the scenario (15 dbt runs in two projects) runs in the first test's setup: about 16
@@ -160,23 +160,6 @@ def project(catalog: str, root: Any, buckets: int = 4, bad: bool = False) -> Any
     return path
 
 
-def run_all(
-    spark: Any,
-    harnesses: dict[str, DbtHarness],
-    *args: str,
-    fail_at: str | None = None,
-    let_through: int = 0,
-) -> None:
-    for catalog, harness in harnesses.items():
-        with current_catalog(spark, catalog), failing_at(fail_at, let_through) as hit:
-            try:
-                harness.invoke(["run", *args], "spark")
-            except DbtError:
-                if not hit:
-                    raise
-        assert bool(hit) == bool(fail_at), f"{catalog}: the interruption point was not reached"
-
-
 def tables(spark: Any, fmt: str) -> dict[str, Any]:
     schema = schema_of(fmt)
     with current_catalog(spark, fmt):
@@ -205,19 +188,9 @@ def tables(spark: Any, fmt: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every format through the rounds; the tables after each step."""
-    require_lakehouse(spark)
-    spark.sql(f"drop schema if exists spark_catalog.{SOURCE} cascade")
-    spark.sql(f"create schema spark_catalog.{SOURCE}")
     root = tmp_path_factory.mktemp("scd")
-    for fmt in FORMATS:
-        with current_catalog(spark, fmt):
-            spark.sql(f"drop schema if exists {schema_of(fmt)} cascade")
-            spark.sql(f"create schema {schema_of(fmt)}")
-    harnesses = {
-        catalog: DbtHarness(root / f"dbt-{catalog}", spark=lambda: spark,
-                            project_dir=project(catalog, root))
-        for catalog in PROJECTS
-    }  # fmt: skip
+    schemas = {fmt: schema_of(fmt) for fmt in FORMATS}
+    harnesses = fresh_projects(spark, SOURCE, schemas, root, project, PROJECTS)
     seen: dict[str, Any] = {}
 
     def snap(step: str) -> None:

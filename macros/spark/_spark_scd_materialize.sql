@@ -18,6 +18,8 @@
     {%- do changefeed._spark_check_partition_management(materialization) -%}
   {%- endif -%}
   {%- set committed = none if full_refresh else changefeed._spark_scd_cursor_row(cursor, file_format) -%}
+  {#-- changefeed_reprocess: rebuild the keys of a range instead of applying new events --#}
+  {%- set range = changefeed._spark_scd_reprocess_range(materialization) -%}
   {%- if committed is not none and committed.buckets != rules.buckets -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: model '" ~ model.name ~ "' was built with buckets=" ~ committed.buckets
@@ -33,13 +35,22 @@
   {%- call statement('changefeed_stage') -%}
     create or replace temporary view {{ staged }} as {{ compiled_code }}
   {%- endcall -%}
-  {%- do run_query('cache table ' ~ staged) -%}
+  {%- if range is none -%}
+    {#-- a re-processing run reads only the touched keys' events (cached there) --#}
+    {%- do run_query('cache table ' ~ staged) -%}
+  {%- endif -%}
   {%- set columns = run_query('select * from ' ~ staged ~ ' limit 0').column_names | map('lower') | list -%}
   {%- do changefeed._spark_scd_check_columns(materialization, columns, rules.key_columns) -%}
   {%- set delete_when = rules.delete_when -%}
   {%- if delete_when is none and 'payload' in columns -%}
     {#-- a landed feed: its payload is the source row at landing time, null once the key is gone --#}
     {%- set delete_when = 'payload is null' -%}
+  {%- endif -%}
+  {%- if range is not none -%}
+    {%- do changefeed._spark_scd_reprocess_apply(materialization, rules, target, staged, columns, delete_when, range) -%}
+    {%- do run_query('drop view if exists ' ~ staged) -%}
+    {{ run_hooks(post_hooks) }}
+    {{ return({'relations': [target]}) }}
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
       materialization, staged, columns, rules.key_columns, delete_when, rules.buckets, rules.versions) -%}

@@ -53,13 +53,25 @@
 insert overwrite table {{ next }} partition (changefeed_bucket, changefeed_write)
 select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
   {%- endcall -%}
+  {#-- a bucket left without rows (a re-processing run can remove keys) has no directory --#}
+  {%- set written = [] -%}
+  {%- for row in run_query('show partitions ' ~ next).rows -%}
+    {%- set parts = (row[0] | string).split('/') -%}
+    {%- if parts[1] == 'changefeed_write=' ~ write -%}
+      {%- do written.append(parts[0].partition('=')[2] | int) -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- do run_query('drop table ' ~ next) -%}
 
   {#-- 2. the switch: one metastore call per bucket, each atomic --#}
   {%- for bucket in touched | map('int') -%}
     {%- set path = changefeed._spark_sql_string(
         versions ~ '/changefeed_bucket=' ~ bucket ~ '/changefeed_write=' ~ write) -%}
-    {%- if bucket in old -%}
+    {%- if bucket not in written -%}
+      {#-- dropping a managed table's partition deletes its directory too --#}
+      {%- do run_query('alter table ' ~ target ~ ' drop if exists partition (changefeed_bucket = ' ~ bucket ~ ')') -%}
+      {%- do old.pop(bucket, none) -%}
+    {%- elif bucket in old -%}
       {%- do run_query('alter table ' ~ target ~ ' partition (changefeed_bucket = ' ~ bucket ~ ') set location ' ~ path) -%}
     {%- else -%}
       {%- do run_query('alter table ' ~ target ~ ' add partition (changefeed_bucket = ' ~ bucket ~ ') location ' ~ path) -%}

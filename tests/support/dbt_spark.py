@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from tests.support.dbt_harness import DbtError, DbtHarness
 from tests.support.real_parts import unavailable
 
 #: dbt's schema for a custom schema: the name itself (one schema per format).
@@ -74,3 +75,47 @@ def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]
         yield hit
     finally:
         SparkSession.sql = original  # type: ignore[method-assign]
+
+
+def run_all(
+    spark: Any,
+    harnesses: dict[str, DbtHarness],
+    *args: str,
+    fail_at: str | None = None,
+    let_through: int = 0,
+) -> None:
+    """``dbt run *args`` in each project of ``harnesses`` (current catalog -> harness), with
+    :func:`failing_at` interrupting it when ``fail_at`` is given (which must then happen)."""
+    for catalog, harness in harnesses.items():
+        with current_catalog(spark, catalog), failing_at(fail_at, let_through) as hit:
+            try:
+                harness.invoke(["run", *args], "spark")
+            except DbtError:
+                if not hit:
+                    raise
+        assert bool(hit) == bool(fail_at), f"{catalog}: the interruption point was not reached"
+
+
+def fresh_projects(
+    spark: Any,
+    source: str,
+    schemas: dict[str, str],
+    root: Any,
+    project: Callable[[str, Any], Any],
+    catalogs: Iterable[str],
+) -> dict[str, DbtHarness]:
+    """Empty schemas (``source`` in Spark's catalog, ``schemas[fmt]`` in each format's
+    current catalog) and one dbt harness per current catalog, on the project that
+    ``project(catalog, root)`` writes."""
+    require_lakehouse(spark)
+    spark.sql(f"drop schema if exists spark_catalog.{source} cascade")
+    spark.sql(f"create schema spark_catalog.{source}")
+    for fmt, schema in schemas.items():
+        with current_catalog(spark, fmt):
+            spark.sql(f"drop schema if exists {schema} cascade")
+            spark.sql(f"create schema {schema}")
+    return {
+        catalog: DbtHarness(root / f"dbt-{catalog}", spark=lambda: spark,
+                            project_dir=project(catalog, root))
+        for catalog in catalogs
+    }  # fmt: skip
