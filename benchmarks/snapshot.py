@@ -6,8 +6,9 @@ On the embedded PostgreSQL and a local[2] Spark session:
 1. a table of ``--rows`` rows (default 10 000 000; ``id bigint`` key, a text, an integer
    and a timestamp column) with a blocking feed, analyzed;
 2. **plain reads** of the whole table on one connection from Python: ``COPY ... TO
-   STDOUT`` into nothing (the floor of any reader), and a server-side cursor fetching
-   Python rows (what a Python reader that looks at the values pays);
+   STDOUT`` into nothing (the floor of any reader), a server-side cursor fetching
+   Python rows (what a Python reader that looks at the values pays), and a read into
+   Arrow with ADBC's binary ``COPY`` (the driver the snapshot's tasks read chunks with);
 3. a warm-up landing (a fresh Spark session's first Python job starts its workers), then
    **the snapshot**: ``request_snapshot`` and one ``land`` run that lands every row into a
    parquet table, in chunks of ``--chunk-rows`` (one Spark task each).
@@ -54,6 +55,20 @@ def plain_copy(uri: str, table: str) -> float:
         for _ in copy:
             pass
     return time.monotonic() - started
+
+
+def plain_arrow(uri: str, table: str) -> tuple[float, int]:
+    """Seconds to read the whole table into Arrow on one connection (ADBC's binary COPY,
+    the driver a snapshot's tasks read with), discarding the batches."""
+    import adbc_driver_postgresql.dbapi as adbc  # type: ignore[import-untyped,unused-ignore]
+
+    started = time.monotonic()
+    rows = 0
+    with adbc.connect(uri) as conn, conn.cursor() as cur:
+        cur.execute(f"select * from {table}")
+        for batch in cur.fetch_record_batch():
+            rows += batch.num_rows
+    return time.monotonic() - started, rows
 
 
 def plain_fetch(uri: str, table: str) -> tuple[float, int]:
@@ -106,7 +121,10 @@ def main() -> int:
     copy_seconds = plain_copy(pg.uri, feed)
     fetch_seconds, fetched = plain_fetch(pg.uri, feed)
     assert fetched == args.rows
-    print(f"plain COPY {copy_seconds:.1f} s, plain fetch {fetch_seconds:.1f} s", flush=True)
+    arrow_seconds, read = plain_arrow(pg.uri, feed)
+    assert read == args.rows
+    print(f"plain COPY {copy_seconds:.1f} s, plain fetch {fetch_seconds:.1f} s, "
+          f"plain Arrow {arrow_seconds:.1f} s", flush=True)  # fmt: skip
 
     warm = {"connection": pg.uri, "feed": warmup, "payload": "true"}
     request_snapshot(warm)
@@ -140,6 +158,8 @@ def main() -> int:
         f"{copy_rate:,.0f} |",
         f"| plain server-side cursor, Python rows (one connection) | {fetch_seconds:.1f} | "
         f"{fetch_rate:,.0f} |",
+        f"| plain read into Arrow, ADBC binary COPY (one connection) | {arrow_seconds:.1f} | "
+        f"{args.rows / arrow_seconds:,.0f} |",
         f"| snapshot into Spark (request, barrier, chunks, commit) | {snapshot_seconds:.1f} | "
         f"{rate:,.0f} |",
         "",
