@@ -1,21 +1,24 @@
 """Delta Lake and Iceberg feeds, landing, publishing and consumers, SIGKILLed mid-write and
 re-run (docs/spark.md "What the tests cover"; protocol 11.2 and 11.6).
 
-Per format, four driver processes (tests/support/spark_kill_scenario.py) share one Derby
+Per format, six driver processes (tests/support/spark_kill_scenario.py) share one Derby
 metastore and warehouse. Schema BASE runs every step uninterrupted; schema KILL runs the
-same steps, and three of its writes are SIGKILLed (the whole process group, JVM included)
+same steps, and five of its writes are SIGKILLed (the whole process group, JVM included)
 once a task has written a data file of the write and before its commit (Delta's
-``_delta_log`` entry, Iceberg's new metadata file):
+``_delta_log`` entry, Iceberg's new metadata file). The consumers are two, one merging on
+``(shard_id, ulid)`` with ``feed_events``, one appending with the safe point and cursor
+written out; per format, "first" is the merge consumer on Delta and the append one on
+Iceberg, "other" the other one:
 
-* P1: BASE and KILL land batch 1 of a PostgreSQL feed (``changefeed.spark.landing``) and
-  run round 1: a publishing model and two consumers of the landed feed, one merging on
-  ``(shard_id, ulid)`` with ``feed_events``, one appending with the safe point and cursor
-  written out. New events; BASE lands batch 2 and runs round 2; KILL's landing of batch 2
-  is killed.
-* P2: the landing re-run; KILL's round-2 publishing run is killed.
-* P3: the publishing run re-run; one consumer's round-2 run is killed (Delta: the merge
-  consumer, Iceberg: the append one).
-* P4: round 2 re-run; then batch 3 is landed, the health models run, and both consumers
+* P1: BASE and KILL land batch 1 of a PostgreSQL feed (``changefeed.spark.landing``); BASE
+  runs round 1 (a publishing model and both consumers); KILL runs the publishing model and
+  "first", and the first run of "other" (a create table as select) is killed.
+* P2: that first run re-run; new events; BASE lands batch 2 and runs round 2; KILL's
+  landing of batch 2 is killed.
+* P3: the landing re-run; KILL's round-2 publishing run is killed.
+* P4: the publishing run re-run; the round-2 run of "first" is killed.
+* P5: "first" re-run; the round-2 run of "other" is killed.
+* P6: round 2 re-run; then batch 3 is landed, the health models run, and both consumers
   are rebuilt with ``--full-refresh``.
 
 After each kill the killed table is as it was before the step; after the re-runs every
@@ -37,9 +40,9 @@ from tests.support.dbt_harness import REPO_ROOT
 from tests.support.real_parts import unavailable
 from tests.support.spark_kill_scenario import PlanResult, data_files_written, run_plan
 
-#: Each format's scenario (four driver JVMs) is charged to its first test; on a busy
+#: Each format's scenario (six driver JVMs) is charged to its first test; on a busy
 #: machine it takes several times its quiet-machine minutes (see conftest's kill scenario).
-pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 BASE, KILL = "cflk_base", "cflk_kill"
 LANDED, PUBLISHED = "landed_orders", "lake_published"
@@ -47,8 +50,10 @@ MERGED, APPENDED = "lake_merged", "lake_appended"
 CONSUMERS = (MERGED, APPENDED)
 MODELS = (PUBLISHED, *CONSUMERS)
 HEALTH = ("changefeed_feed_health", "changefeed_consumer_health")
-#: The consumer whose round-2 run is killed, per format.
+#: The consumer whose round-2 run is killed first, per format; the other one's round-2 run
+#: is killed next, and its first run (create table as select) before that.
 KILLED_CONSUMER = {"delta": MERGED, "iceberg": APPENDED}
+OTHER_CONSUMER = {"delta": APPENDED, "iceberg": MERGED}
 HINTS = {1: 1_700_000_000_000, 2: 1_699_999_000_000}
 #: Slows every row of a killed write (the model's `slow` macro), so the kill lands while
 #: its tasks write.
@@ -234,9 +239,15 @@ def scenario(f: Format, uri: str, feed: str, packages: Path) -> dict[str, Any]:
         index = len(steps) - 1
         return lambda: data_files_written(work, index, f.data_dir(schema, table))
 
+    consumer, other = KILLED_CONSUMER[f.fmt], OTHER_CONSUMER[f.fmt]
     steps = [*setup(f, BASE), *setup(f, KILL), *events(uri, feed, 1)]
-    for schema in (BASE, KILL):
-        steps += [landing(f, schema, options), shop(f, schema, 1), run(f, schema, 1)]
+    steps += [landing(f, BASE, options), shop(f, BASE, 1), run(f, BASE, 1)]
+    steps += [landing(f, KILL, options), shop(f, KILL, 1), run(f, KILL, 1, PUBLISHED, consumer)]
+    steps += [run(f, KILL, 1, other, env=SLOW)]
+    results["first"] = run_plan(work, {**plan, "steps": steps},
+                                kill_when=killed_at(steps, KILL, other))  # fmt: skip
+
+    steps = [dump(f, "after_first.json", KILL, other), run(f, KILL, 1, other)]
     steps += [*events(uri, feed, 2), shop(f, BASE, 2), shop(f, KILL, 2)]
     steps += [landing(f, BASE, options), run(f, BASE, 2), dump(f, "base.json", BASE)]
     steps += [dump(f, "before.json", KILL), landing(f, KILL, options)]
@@ -248,14 +259,18 @@ def scenario(f: Format, uri: str, feed: str, packages: Path) -> dict[str, Any]:
     results["publish"] = run_plan(work, {**plan, "steps": steps},
                                   kill_when=killed_at(steps, KILL, PUBLISHED))  # fmt: skip
 
-    consumer = KILLED_CONSUMER[f.fmt]
     steps = [dump(f, "after_publish.json", KILL), run(f, KILL, 2, PUBLISHED),
              run(f, KILL, 2, consumer, env=SLOW)]  # fmt: skip
     results["consume"] = run_plan(work, {**plan, "steps": steps},
                                   kill_when=killed_at(steps, KILL, consumer))  # fmt: skip
 
+    steps = [dump(f, "after_consume.json", KILL), run(f, KILL, 2, consumer),
+             run(f, KILL, 2, other, env=SLOW)]  # fmt: skip
+    results["consume_other"] = run_plan(work, {**plan, "steps": steps},
+                                        kill_when=killed_at(steps, KILL, other))  # fmt: skip
+
     steps = [
-        dump(f, "after_consume.json", KILL),
+        dump(f, "after_consume_other.json", KILL),
         run(f, KILL, 2),
         dump(f, "final.json", KILL),
         *events(uri, feed, 3),
@@ -342,11 +357,29 @@ def test_a_publishing_run_killed_mid_write_exposes_nothing(lake: dict[str, Any])
     same(rows(lake, "after_consume", KILL, PUBLISHED), base, "the re-run publishes the same")
 
 
-def test_a_consumer_killed_mid_write_reruns_to_the_same_output(lake: dict[str, Any]) -> None:
-    check_killed(lake, "consume")
-    consumer = KILLED_CONSUMER[lake["format"].fmt]
+def test_a_first_run_killed_mid_write_creates_nothing_and_reruns(lake: dict[str, Any]) -> None:
+    """A consumer's first run is a create table as select: killed after its data files are
+    written, it leaves no table (or an empty one) and its re-run gives batch 1 once."""
+    check_killed(lake, "first")
+    f: Format = lake["format"]
+    other = OTHER_CONSUMER[f.fmt]
+    left = lake["dumps"]["after_first"][f.name(KILL, other)]
+    assert left is None or left["rows"] == [], f"the killed first run left {left}"
+    base = rows(lake, "base", BASE, other)
+    same(rows(lake, "after_land", KILL, other), batch_of(base, 1), "the re-run")
+
+
+@pytest.mark.parametrize("which", ["first", "other"])
+def test_a_consumer_killed_mid_write_reruns_to_the_same_output(
+    lake: dict[str, Any], which: str
+) -> None:
+    """Each consumer strategy (merge on (shard_id, ulid), append) is killed in round 2."""
+    fmt = lake["format"].fmt
+    consumer = (KILLED_CONSUMER if which == "first" else OTHER_CONSUMER)[fmt]
+    check_killed(lake, "consume" if which == "first" else "consume_other")
     base = rows(lake, "base", BASE, consumer)
-    same(rows(lake, "after_consume", KILL, consumer), batch_of(base, 1), "after the kill")
+    after = "after_consume" if which == "first" else "after_consume_other"
+    same(rows(lake, after, KILL, consumer), batch_of(base, 1), "after the kill")
     final = lake["results"]["final"]
     assert final.failure() is None, final.failure()
     for table in (LANDED, *MODELS):
