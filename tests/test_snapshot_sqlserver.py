@@ -224,7 +224,8 @@ def test_a_plan_samples_the_range_and_chunks_read_in_key_order(
     server.on(r"^select s\.\[region\], s\.\[order\]\]id\]", (["r"], rows))
     monkeypatch.setattr("changefeed.spark.landing._snapshot_plan._ARROW_ROWS", 2)
     monkeypatch.setattr(
-        "changefeed.spark.source._backend.open_backend",
+        spark_source,
+        "open_backend",
         lambda connection, schema: SqlServerBackend(connection, schema, connect=server.connect),
     )
     options = spark_source.parse_options({"connection": URI, "feed": "dbo.orders"})

@@ -1,8 +1,9 @@
 """A snapshot chunk read from PostgreSQL straight into Arrow (ADBC's PostgreSQL driver):
 ``COPY (chunk query) TO STDOUT (FORMAT binary)`` decoded in C++, with no Python object
 per value. It is the same read as the row path's (the chunk's SQL, its bounds rendered
-as literals by psycopg) and gives the same Arrow values, for the column types listed in
-:data:`DIRECT`; a feed with any other column type, a database that is not UTF-8, or an
+as literals by psycopg; text always as UTF-8) and gives the same Arrow values, for the
+column types listed in :data:`DIRECT`; a feed with any other column type, a database that
+is not UTF-8, or an
 environment without ``adbc-driver-postgresql`` keeps the row path (psycopg rows,
 converted per value as every other read of the feed is).
 """
@@ -10,6 +11,7 @@ converted per value as every other read of the feed is).
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -75,12 +77,18 @@ def reader(
         struct = schema.field(schema.get_field_index("payload")).type
         expected += [struct.field(j).type for j in range(struct.num_fields)]
     render = psycopg.ClientCursor(conn)
-    target = uri if "connect_timeout" in uri else _with_param(uri, "connect_timeout", "15")
+    target = _direct_uri(uri)
 
     def read(sql: str, params: Sequence[Any]) -> Iterator[list[Any]]:
         # Literals, not parameters: with parameters the driver cannot use COPY.
         query = render.mogrify(sql, list(params))
-        with adbc.connect(target) as arrow_conn, arrow_conn.cursor() as cur:
+        try:
+            arrow_conn = adbc.connect(target)
+        except adbc.Error as exc:
+            raise ChangefeedSourceError(
+                f"snapshot: the direct Arrow read could not connect: {str(exc).strip()}"
+            ) from None
+        with arrow_conn, arrow_conn.cursor() as cur:
             _require_utf8(cur)
             cur.execute(query)
             for batch in cur.fetch_record_batch():
@@ -91,18 +99,29 @@ def reader(
     return read
 
 
-def _with_param(uri: str, name: str, value: str) -> str:
-    return f"{uri}{'&' if '?' in uri else '?'}{name}={value}"
+def _direct_uri(uri: str) -> str:
+    """The landing's URI for the direct read: text as UTF-8 whatever ``client_encoding``
+    the URI asks for (Arrow strings are UTF-8, and UTF-8 holds every character of a UTF-8
+    database), and a connect timeout unless it has one."""
+    parts = urllib.parse.urlsplit(uri)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+             if k != "client_encoding"]  # fmt: skip
+    query.append(("client_encoding", "UTF8"))
+    if not any(k == "connect_timeout" for k, _ in query):
+        query.append(("connect_timeout", "15"))
+    text = urllib.parse.urlencode(query, safe="/", quote_via=urllib.parse.quote)
+    return urllib.parse.urlunsplit(parts._replace(query=text))
 
 
 def _require_utf8(cur: Any) -> None:
-    # Text arrives in the client encoding; Arrow strings must be UTF-8.
+    # Text arrives in the client encoding and Arrow strings must be UTF-8; the URI asks
+    # for it, but a server-side setting (a role's or the database's) could override it.
     cur.execute("select current_setting('client_encoding')")
     encoding = cur.fetchone()[0]
     if str(encoding).upper() != "UTF8":
         raise ChangefeedSourceError(
             f"a snapshot reads text as UTF-8 but the connection's client_encoding is "
-            f"{encoding}: drop client_encoding from the connection URI (or set it to UTF8)"
+            f"{encoding} (a setting of the role or database): reset it for the landing's role"
         )
 
 
