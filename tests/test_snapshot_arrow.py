@@ -78,21 +78,23 @@ def _row_path(uri: str, sql: str, params: list[Any], layout: RowLayout) -> list[
     return builder.snapshot_arrays(rows)
 
 
-def _direct_path(uri: str, sql: str, params: list[Any], layout: RowLayout) -> list[Any]:
-    import pyarrow as pa
-
+def _direct_path(
+    uri: str, sql: str, params: list[Any], layout: RowLayout, landing_uri: str | None = None
+) -> tuple[list[Any], int]:
+    """The direct read's arrays, whole, and its number of Arrow batches (``landing_uri``:
+    the landing's URI, by default ``uri``)."""
     with psycopg.connect(uri) as conn:
-        read = _snapshot_arrow.reader(conn, uri, layout)
+        read = _snapshot_arrow.reader(conn, landing_uri or uri, layout)
         assert read is not None, "the layout's types are all direct and ADBC is installed"
         pages = list(read(sql, params))
-    assert len(pages) > 1, "the read spans several Arrow batches"
-    return [pa.concat_arrays([page[i] for page in pages]) for i in range(len(pages[0]))]
+    return [pa.concat_arrays([page[i] for page in pages]) for i in range(len(pages[0]))], len(pages)
 
 
 def test_direct_read_equals_the_row_path_for_every_type(pg_uri: str, table: str) -> None:
     layout = _layout()
     sql, params = _query(table, layout), ["0"]
-    direct = _direct_path(pg_uri, sql, params, layout)
+    direct, pages = _direct_path(pg_uri, sql, params, layout)
+    assert pages > 1, "the read spans several Arrow batches"
     rows = _row_path(pg_uri, sql, params, layout)
     names = ["id (key)", "id", *(name for name, _, _ in COLUMNS)]
     assert len(direct) == len(rows) == len(names)
@@ -109,8 +111,6 @@ def test_direct_read_equals_the_row_path_for_every_type(pg_uri: str, table: str)
 
 def _bits(array: Any) -> Any:
     """Floats as their bit patterns (NaN equals NaN, -0.0 differs from 0.0); others as is."""
-    import pyarrow as pa
-
     if pa.types.is_float32(array.type):
         return array.view(pa.int32())
     if pa.types.is_float64(array.type):
@@ -127,18 +127,8 @@ def _ulids(count: int) -> Any:
 def test_the_bound_is_a_literal_and_quotes_are_escaped(pg_uri: str, table: str) -> None:
     layout = RowLayout("postgres", (Column("id", "bigint"),), (Column("vc", "varchar(5)"),))
     sql = f"select id, vc from {table} where vc = %s order by id"
-    direct = _direct_path_single(pg_uri, sql, ["x'y"], layout)
+    direct, _ = _direct_path(pg_uri, sql, ["x'y"], layout)
     assert direct[0].to_pylist() == [1] and direct[1].to_pylist() == ["x'y"]
-
-
-def _direct_path_single(uri: str, sql: str, params: list[Any], layout: RowLayout) -> list[Any]:
-    import pyarrow as pa
-
-    with psycopg.connect(uri) as conn:
-        read = _snapshot_arrow.reader(conn, uri, layout)
-        assert read is not None
-        pages = list(read(sql, params))
-    return [pa.concat_arrays([page[i] for page in pages]) for i in range(len(pages[0]))]
 
 
 @pytest.mark.parametrize("value", ["'infinity'", "'-infinity'", "'4713-01-01 BC'"])
@@ -177,11 +167,7 @@ def test_the_direct_read_asks_for_utf8_whatever_the_uri_says(
     query = "&".join(q for q in (parts.query, "client_encoding=LATIN1") if q)
     latin1 = urllib.parse.urlunsplit(parts._replace(query=query))
     sql, params = _query(table, layout), ["0"]
-    with psycopg.connect(pg_uri) as conn:
-        read = _snapshot_arrow.reader(conn, latin1, layout)
-        assert read is not None
-        pages = list(read(sql, params))
-    direct = [pa.concat_arrays([page[i] for page in pages]) for i in range(len(pages[0]))]
+    direct, _ = _direct_path(pg_uri, sql, params, layout, landing_uri=latin1)
     rows = _row_path(pg_uri, sql, params, layout)
     for got, want in zip(direct, rows, strict=True):
         assert _bits(got).equals(_bits(want))

@@ -182,6 +182,13 @@ class RowLayout:
         return [spark_type_of(self.dialect, c.db_type)[1] for c in self.payload or ()]
 
 
+def _array(values: Sequence[Any], convert: Convert, arrow_type: Any) -> Any:
+    """One column of driver values as an Arrow array, each value converted."""
+    if convert is not _identity:
+        values = [convert(v) for v in values]
+    return pa.array(values, type=arrow_type)
+
+
 class BatchBuilder:
     """Turns pages of driver rows into Arrow record batches of the layout's schema."""
 
@@ -224,12 +231,7 @@ class BatchBuilder:
             types += [f.type for f in fields[-1].type]
         converters = [*self._key_convert, *self._payload_convert]
         columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * len(types)
-        arrays = []
-        for values, convert, arrow_type in zip(columns, converters, types, strict=True):
-            if convert is not _identity:
-                values = [convert(v) for v in values]
-            arrays.append(pa.array(values, type=arrow_type))
-        return arrays
+        return [_array(v, c, t) for v, c, t in zip(columns, converters, types, strict=True)]
 
     def snapshot_batch(self, shard: int, ulids: Any, arrays: Sequence[Any]) -> Any:
         """One record batch of snapshot events from ``arrays``
@@ -254,18 +256,13 @@ class BatchBuilder:
     ) -> Any:
         fields = list(self.schema)
         for i, convert in enumerate(self._key_convert):
-            values = key_columns[i]
-            if convert is not _identity:
-                values = [convert(v) for v in values]
-            arrays.append(pa.array(values, type=fields[2 + i].type))
+            arrays.append(_array(key_columns[i], convert, fields[2 + i].type))
         if self.layout.payload is not None and exists is not None:
             struct_type = fields[-1].type
-            children = []
-            for j, convert in enumerate(self._payload_convert):
-                values = payload_columns[j]
-                if convert is not _identity:
-                    values = [convert(v) for v in values]
-                children.append(pa.array(values, type=struct_type.field(j).type))
+            children = [
+                _array(payload_columns[j], convert, struct_type.field(j).type)
+                for j, convert in enumerate(self._payload_convert)
+            ]
             mask = pa.array([not bool(e) for e in exists], type=pa.bool_())
             arrays.append(pa.StructArray.from_arrays(children, fields=list(struct_type), mask=mask))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
