@@ -55,12 +55,9 @@
     {{ return(text | upper) }}
   {%- endif -%}
   {%- if re.match(changefeed._ulid_regex() | trim, text) -%}
-    {%- set alphabet = changefeed._ulid_alphabet() | trim -%}
-    {%- set acc = namespace(value=0) -%}
-    {%- for char in text | upper -%}
-      {%- set acc.value = acc.value * 32 + alphabet.index(char) -%}
-    {%- endfor -%}
-    {{ return('%032X' | format(acc.value)) }}
+    {#-- canonical (the regex), so ulid_from_string cannot give null --#}
+    {%- set sql = "select hex(" ~ changefeed.ulid_from_string("'" ~ text ~ "'") ~ ")" -%}
+    {{ return(run_query(sql).rows[0][0] | string | upper) }}
   {%- endif -%}
   {%- set found = re.match('^(\\d{4})-(\\d{2})-(\\d{2})(?:[T ](\\d{2}):(\\d{2})(?::(\\d{2})(?:\\.(\\d{1,6}))?)?)?(Z|[+-]\\d{2}:\\d{2})?$', text) -%}
   {%- if not found -%}{{ exceptions.raise_compiler_error(bad) }}{%- endif -%}
