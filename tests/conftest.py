@@ -66,6 +66,7 @@ SPARK_LANE = (
     "tests/test_spark_row_images.py",
     "tests/test_snapshot.py",
     "tests/sqlserver_live/test_live_snapshot_landing.py",
+    "tests/test_local_spark.py",
 )
 #: The Spark groups only the first worker may take: two of them at once on 2 cores are
 #: slower than one after the other.

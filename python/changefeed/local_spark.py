@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -58,6 +59,9 @@ def local_spark_session(
 ) -> Any:
     """Start (or reuse) a ``local[2]`` Spark session.
 
+    ``warehouse_dir``: where managed tables (and, with ``hive=True``, the Derby metastore)
+    live; without it, a temporary directory that is removed when the Python process exits.
+
     ``lakehouse``: Delta Lake and Iceberg tables next to parquet (see
     :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
     requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
@@ -80,6 +84,9 @@ def local_spark_session(
         warehouse = Path(warehouse_dir)
     else:
         warehouse = Path(tempfile.mkdtemp(prefix="cf-wh-"))
+        # Registered before the session starts, so it runs after pyspark's own exit
+        # handlers (atexit is last in, first out) have stopped the JVM's writers.
+        atexit.register(shutil.rmtree, warehouse, ignore_errors=True)
     builder = SparkSession.builder.appName(app_name)
     for key, value in {**LOCAL_CONF, "spark.sql.warehouse.dir": str(warehouse)}.items():
         builder = builder.config(key, value)
