@@ -3,9 +3,8 @@
 per value. It is the same read as the row path's (the chunk's SQL, its bounds rendered
 as literals by psycopg; text always as UTF-8) and gives the same Arrow values, for the
 column types listed in :data:`DIRECT`; a feed with any other column type, a database that
-is not UTF-8, or an
-environment without ``adbc-driver-postgresql`` keeps the row path (psycopg rows,
-converted per value as every other read of the feed is).
+is not UTF-8, or an environment without ``adbc-driver-postgresql`` keeps the row path
+(psycopg rows, converted per value as every other read of the feed is).
 """
 
 from __future__ import annotations
