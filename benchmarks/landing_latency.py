@@ -36,7 +36,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _perfdoc import write_section
+from _scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py runs the dbt macros in-process
@@ -239,7 +239,7 @@ def main() -> int:
     from changefeed.embedded_postgres import start
     from changefeed.local_spark import local_spark_session
 
-    workdir = Path(tempfile.mkdtemp(prefix="cf-bench-latency-"))
+    workdir = scratch_dir("cf-bench-latency-")
     pg = start(workdir / "pg")
     spark = local_spark_session("changefeed-bench-latency", warehouse_dir=workdir / "wh",
                                 hive=True)  # fmt: skip

@@ -21,16 +21,14 @@ costs over 1.5x its idle time or the session table holds over 64 rows. Usage::
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 from _perfdoc import write_section
+from _scratch import scratch_dir
 from pg_feed import Bench
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,8 +86,7 @@ def main() -> int:
     from changefeed.client import PostgresFeed
     from changefeed.embedded_postgres import start
 
-    workdir = Path(tempfile.mkdtemp(prefix="cf-pg-churn-"))
-    atexit.register(shutil.rmtree, workdir, True)
+    workdir = scratch_dir("cf-pg-churn-")
     server = start(workdir / "pg")
     bench = Bench(server.uri, workdir / "dbt")
     feed_id = bench.feed(bench.table("bench", "churn_src"), "blocking")

@@ -28,14 +28,11 @@ Timing is never asserted in the test suite; this script is where the numbers liv
 from __future__ import annotations
 
 import argparse
-import atexit
 import multiprocessing
 import os
 import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from _perfdoc import write_section
+from _scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "performance.md"
@@ -336,9 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     from changefeed.client import ZERO_ULID, PostgresFeed
     from changefeed.embedded_postgres import start
 
-    workdir = Path(tempfile.mkdtemp(prefix="cf-pg-bench-"))
-    # Registered before the server starts, so it runs after pgserver's own cleanup.
-    atexit.register(shutil.rmtree, workdir, True)
+    workdir = scratch_dir("cf-pg-bench-")  # before the server starts: removed after its cleanup
     server = start(workdir / "pg")
     bench = Bench(server.uri, workdir / "dbt")
     settings = dict(

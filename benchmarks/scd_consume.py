@@ -29,11 +29,11 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from _perfdoc import write_section
+from _scratch import scratch_dir
 from spark_consume import FORMATS, current_catalog, table_of, timed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def main() -> int:
 
     from changefeed.local_spark import local_spark_session
 
-    workdir = Path(tempfile.mkdtemp(prefix="cf-bench-scd-"))
+    workdir = scratch_dir("cf-bench-scd-")
     lakehouse = any(fmt != "parquet" for fmt in formats)
     spark = local_spark_session("changefeed-bench-scd", warehouse_dir=workdir / "wh",
                                 lakehouse=lakehouse or None)  # fmt: skip

@@ -39,12 +39,12 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from _perfdoc import write_section
+from _scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py runs the dbt macros in-process
@@ -216,7 +216,7 @@ def main() -> int:
     from changefeed.local_spark import local_spark_session
     from changefeed.spark.landing import land
 
-    workdir = Path(tempfile.mkdtemp(prefix="cf-bench-consume-"))
+    workdir = scratch_dir("cf-bench-consume-")
     pg = start()
     lakehouse = any(fmt != "parquet" for fmt in formats)
     spark = local_spark_session("changefeed-bench-consume", warehouse_dir=workdir / "wh",

@@ -36,7 +36,6 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ import pandas as pd
 import pyarrow as pa
 
 from _perfdoc import write_section
+from _scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py renders the macros
@@ -167,7 +167,7 @@ def _identity_udfs() -> tuple[Any, Any]:
 def _sql_expressions(spark: Any) -> dict[str, str]:
     from tests.support.dbt_harness import DbtHarness, call
 
-    harness = DbtHarness(tempfile.mkdtemp(prefix="cf-bench-dbt-"), spark=lambda: spark)
+    harness = DbtHarness(scratch_dir("cf-bench-dbt-"), spark=lambda: spark)
     macros = {
         "encode": ("ulid_to_string", "u"),
         "decode": ("ulid_from_string", "s"),
