@@ -174,12 +174,22 @@ when not matched then insert *
 
 
 {#- The state's empty table, created before the first write so that every write is the
-    same guarded statement (a first run killed after this is an empty state at cursor 0). -#}
+    same guarded statement (a first run killed after this is an empty state at cursor 0).
+    Delta and Iceberg tables mark a merged key's old row deleted (deletion vectors; Iceberg's
+    merge-on-read position deletes) instead of rewriting its data file: with new events
+    spread over the key space every file holds a changed key, and copy-on-write would
+    rewrite the whole state on every run. -#}
 {% macro _spark_scd_create_sql(materialization, target, file_format, new_rows, columns) %}
   {%- set sql -%}
 create table {{ target }}
 using {{ file_format }}
 partitioned by (changefeed_bucket)
+{%- if file_format == 'delta' %}
+tblproperties ('delta.enableDeletionVectors' = 'true')
+{%- elif file_format == 'iceberg' %}
+tblproperties ('format-version' = '2', 'write.merge.mode' = 'merge-on-read',
+    'write.update.mode' = 'merge-on-read', 'write.delete.mode' = 'merge-on-read')
+{%- endif %}
 as select {{ changefeed._spark_scd_list(columns + ['changefeed_deleted']) }},
     {%- if materialization == 'changefeed_history' %}
     valid_from, cast(null as timestamp) as valid_to,
