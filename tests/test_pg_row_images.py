@@ -7,7 +7,8 @@ marker for a delete (an update that changes the key is a delete of the old key a
 image of the new one), and the mover copies them with the events; a blocking writer
 passes them through the client (``insert_events(..., images=...)``); a rolled-back write
 leaves none; switching row_image on is applied in place by setup (older events keep no
-image) and upgrade_feed refuses to change it; the Spark source's page SQL takes the
+image), switching it off keeps the images written, which the client still
+reads, and upgrade_feed refuses to change it; the Spark source's page SQL takes the
 payload from the image and joins back only for events without one; a value other than
 true/false fails, listing the accepted values; the writer role may insert images into
 the outbox.
@@ -188,6 +189,24 @@ def test_blocking_writer_passes_images_and_switching_on_is_in_place(
         match="registered with row_image: true, but upgrade_feed was given row_image: false",
     ):
         upgrade_feed(dbt, SCHEMA, "items", "blocking")
+
+    # Switched off in place: the images written stay, and the client still returns them
+    # (the columns decide, not the option); new events have none.
+    assert setup_feed(dbt, SCHEMA, "items", "blocking", row_image=False)
+    with psycopg.connect(pg_uri) as conn:
+        feed = PostgresFeed(feed_id)
+        info = feed.info(conn)
+        assert (info.row_image, info.images) == (False, True)
+        with feed.write(conn, 0) as w:
+            w.insert_events([(2,)])
+        page = feed.read_page(conn, 0)
+    assert [(e.key, e.image, e.deleted) for e in page.events] == [
+        ((1,), None, None),
+        ((2,), None, None),
+        ((1,), {"order_id": 1, "status": "after"}, False),
+        ((1,), None, True),
+        ((2,), None, None),
+    ]
 
 
 def test_row_image_accepts_true_or_false_only(dbt: Any, admin: psycopg.Connection[Any]) -> None:

@@ -126,6 +126,9 @@ class FeedInfo:
     row_image: bool = False
     """Whether the feed was set up with ``row_image: true``: writers store the source row
     as of each event (protocol 9, O7)."""
+    images: bool = False
+    """Whether the feed's events may carry images: ``row_image`` is on now or was on once
+    (switched off, the images already written stay, protocol 5.2); readers return them."""
 
     def __post_init__(self) -> None:
         schema, _, table = self.feed_id.partition(".")

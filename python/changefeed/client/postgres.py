@@ -114,11 +114,17 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
 
     registry = f"{quote_pg(schema)}.feeds"
     try:
+        # The image columns are probed, not inferred from the option: switched off, they
+        # stay with the images written while it was on (protocol 5.2).
         rows = run(
             conn,
-            f"select mode, keys, names, protocol_version, options from {registry} "
-            "where feed_id = %s",
-            (feed_id,),
+            f"select r.mode, r.keys, r.names, r.protocol_version, r.options, exists ("
+            "select 1 from pg_catalog.pg_attribute as a where a.attrelid = "
+            "pg_catalog.to_regclass(pg_catalog.quote_ident(%s) || '.' || "
+            "pg_catalog.quote_ident(r.names ->> 'feed')) "
+            "and a.attname = 'row_deleted' and not a.attisdropped) "
+            f"from {registry} as r where r.feed_id = %s",
+            (schema, feed_id),
         )
     except psycopg.errors.UndefinedTable:
         raise FeedNotFound(
@@ -131,7 +137,7 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
             f"feed {feed_id!r} is not registered in {registry}; registered feeds: "
             f"{', '.join(known) or 'none'}"
         )
-    mode, keys, names, version, options = rows[0]
+    mode, keys, names, version, options, images = rows[0]
     return FeedInfo(
         feed_id=feed_id,
         schema=schema,
@@ -142,6 +148,7 @@ def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:
         names={str(k): str(v) for k, v in dict(names).items()},
         protocol_version=int(version),
         row_image=bool(dict(options or {}).get("row_image", False)),
+        images=bool(images),
     )
 
 
@@ -433,14 +440,14 @@ class PostgresFeed(FeedClient):
         self, conn: Any, info: FeedInfo, shard: int, cursor: bytes, page_size: int
     ) -> list[Event]:
         keys = ", ".join(f"f.{quote_pg(k)}" for k in info.key_names)
-        if info.row_image:
+        if info.images:
             keys += ", f.row_image, f.row_deleted"
         rows = run(
             conn,
             f"select f.shard_id, f.ulid, {keys} from {info.q('read_feed')}(%s, %s, %s) as f",
             (shard, cursor, page_size),
         )
-        if info.row_image:
+        if info.images:
             return [Event(int(r[0]), bytes(r[1]), tuple(r[2:-2]), r[-2], r[-1]) for r in rows]
         return [Event(int(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows]
 
