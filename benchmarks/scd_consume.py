@@ -199,8 +199,10 @@ def main() -> int:
         f"over the small one (the bar: at most 1.5x): **{verdict}**. The run reads only the "
         "feed's new batch (literal bounds, 11.6), but it writes per touched bucket: parquet "
         "rewrites each touched bucket whole (into a new directory, then switches the "
-        "partition), so with every bucket touched its cost grows with the state; Delta and "
-        "Iceberg merge, rewriting the files that hold a changed key. Keys that change "
+        "partition), so with every bucket touched its cost grows with the state. Delta and "
+        "Iceberg merge with row-level deletes (deletion vectors; merge-on-read), so they "
+        "write only the changed rows, but the merge still reads the keys of every touched "
+        "bucket to find the held rows, a scan that grows with the state. Keys that change "
         "together in few buckets (or fewer new events than buckets) keep a run's cost to "
         "those buckets. Wall times on a shared 2-core machine vary between runs with the "
         "load average (compare the rows of one run).",
