@@ -6,6 +6,8 @@
   CLI, never the reverse), and no module of the package imports the demo.
 * ``changefeed status`` and ``changefeed barrier`` start without PySpark, so they work
   with only the ``postgres`` extra installed.
+* ``macros/postgres`` and ``macros/sqlserver`` hold the same file names, at most 15, each
+  listed in docs/contributing.md's map (item 2).
 """
 
 from __future__ import annotations
@@ -121,3 +123,12 @@ def test_pyspark_is_really_blocked() -> None:
     assert "changefeed land: error: landing needs Spark" in result.stderr
     assert "pip install 'changefeed[spark]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_adapter_macro_folders_match_and_stay_small() -> None:
+    postgres = sorted(p.name for p in (REPO / "macros" / "postgres").glob("*.sql"))
+    sqlserver = sorted(p.name for p in (REPO / "macros" / "sqlserver").glob("*.sql"))
+    assert postgres == sqlserver, "the same concern has the same file name on every adapter"
+    assert len(postgres) <= 15, f"{len(postgres)} files per adapter: at most 15 ({postgres})"
+    contributing = (REPO / "docs" / "contributing.md").read_text()
+    assert [n for n in postgres if f"| `{n}` |" not in contributing] == [], "map them all"
