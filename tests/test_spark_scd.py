@@ -185,10 +185,10 @@ def tables(spark: Any, fmt: str) -> dict[str, Any]:
     return out
 
 
-def merge_writes(spark: Any, fmt: str) -> dict[str, Any]:
+def merge_writes(spark: Any, fmt: str, model: str) -> dict[str, Any]:
     """How a lakehouse state's merges wrote: its table properties and, per MERGE, the
     rows it copied (Delta) or the position deletes it added (Iceberg)."""
-    table = f"{schema_of(fmt)}.current"
+    table = f"{schema_of(fmt)}.`{model}`"  # quoted: DESCRIBE HISTORY history is ambiguous
     with current_catalog(spark, fmt):
         props = {r[0]: r[1] for r in spark.sql(f"show tblproperties {table}").collect()}
         if fmt == "delta":
@@ -236,7 +236,11 @@ def scenario(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     snap("3 half switched")
     run_all(spark, harnesses)
     snap("3")
-    seen["merges"] = {fmt: merge_writes(spark, fmt) for fmt in ("delta", "iceberg")}
+    seen["merges"] = {
+        (fmt, model): merge_writes(spark, fmt, model)
+        for fmt in ("delta", "iceberg")
+        for model in ("current", "history")
+    }
     run_all(spark, harnesses, "--full-refresh")
     snap("full refresh")
     seen["root"] = root
@@ -319,10 +323,13 @@ def test_configs_are_checked_before_any_statement(scenario: dict[str, Any], spar
     assert tables(spark, "parquet") == before
 
 
-def test_lakehouse_states_merge_with_row_level_deletes(scenario: dict[str, Any]) -> None:
-    """docs/spark.md "Cost": Delta and Iceberg states mark a changed key's old row deleted
-    instead of rewriting its data file."""
-    delta, iceberg = scenario["merges"]["delta"], scenario["merges"]["iceberg"]
+@pytest.mark.parametrize("model", ["current", "history"])
+def test_lakehouse_states_merge_with_row_level_deletes(
+    scenario: dict[str, Any], model: str
+) -> None:
+    """docs/spark.md "Cost": Delta and Iceberg states mark a changed key's old row (or a
+    version's old valid_to) deleted instead of rewriting its data file."""
+    delta, iceberg = scenario["merges"]["delta", model], scenario["merges"]["iceberg", model]
     assert delta["properties"].get("delta.enableDeletionVectors") == "true"
     for mode in ("write.merge.mode", "write.update.mode", "write.delete.mode"):
         assert iceberg["properties"].get(mode) == "merge-on-read", mode
