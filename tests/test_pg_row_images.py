@@ -34,6 +34,7 @@ from tests.support.pg_feeds import (
 
 from changefeed.client import InvalidArgument, PostgresFeed
 from changefeed.client.postgres import load
+from changefeed.spark.source import open_backend, parse_connection
 from changefeed.spark.source._backend import SourceFeed
 from changefeed.spark.source._postgres import payload_page_sql
 from changefeed.spark.source._types import Column
@@ -193,6 +194,8 @@ def test_blocking_writer_passes_images_and_switching_on_is_in_place(
     # Switched off in place: the images written stay, and the client still returns them
     # (the columns decide, not the option); new events have none.
     assert setup_feed(dbt, SCHEMA, "items", "blocking", row_image=False)
+    with open_backend(parse_connection(pg_uri)) as backend:
+        assert backend.describe(feed_id, payload=True).images, "the Spark source reads them too"
     with psycopg.connect(pg_uri) as conn:
         feed = PostgresFeed(feed_id)
         info = feed.info(conn)

@@ -92,18 +92,12 @@ class PostgresBackend(Backend):
                 f"payload=true: the source table {source_schema}.{source_table} of "
                 f"feed {feed_id} does not exist or cannot be seen by this user"
             )
-        # Columns, not the registry's option: row_image switched off keeps the columns and
-        # the images of the events written while it was on.
-        images = self._fetch(
-            "select 1 from pg_catalog.pg_attribute as a "
-            "where a.attrelid = pg_catalog.to_regclass(%s) and a.attname = 'row_deleted' "
-            "and not a.attisdropped",
-            (registered.q("feed"),),
-        )
+        # The client's registry read probes the image columns (FeedInfo.images), not the
+        # option: row_image switched off keeps the images written while it was on.
         return SourceFeed(
             replace(registered, source_schema=source_schema, source_table=source_table),
             tuple(Column(str(n), str(t)) for n, t in columns),
-            images=bool(images),
+            images=registered.images,
         )
 
     def shards(self, info: SourceFeed) -> list[int]:
