@@ -65,6 +65,7 @@ SPARK_LANE = (
     "tests/test_getting_started.py",
     "tests/test_spark_row_images.py",
     "tests/test_snapshot.py",
+    "tests/test_snapshot_files.py",
     "tests/sqlserver_live/test_live_snapshot_landing.py",
     "tests/test_local_spark.py",
 )

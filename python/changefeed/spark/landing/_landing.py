@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.landing import _format, _snapshot, _snapshot_dialect, _snapshot_plan
+from changefeed.spark.landing import (
+    _format,
+    _snapshot,
+    _snapshot_dialect,
+    _snapshot_files,
+    _snapshot_plan,
+)
 from changefeed.spark.source import (
     LANDING_FIX,
     Backend,
@@ -95,7 +101,12 @@ class Landing:
 
     ``keep_connection``: hold one database connection across runs (continuous landing);
     otherwise each run opens and closes its own. ``table_format``: see :func:`land`.
-    Call :meth:`close` at the end.
+    ``snapshot_chunk_rows``: source rows per snapshot chunk (one Spark task);
+    ``snapshot_batch_rows``: rows per landed snapshot batch (one commit).
+    ``snapshot_writer``: ``"auto"`` (the default) has the snapshot's tasks write a parquet
+    table's batches as parquet files themselves when the table lies on the local
+    filesystem of a local Spark, and Spark's writer write them elsewhere; ``"spark"``
+    always uses Spark's writer. Both land the same rows. Call :meth:`close` at the end.
     """
 
     def __init__(
@@ -108,7 +119,13 @@ class Landing:
         table_format: str | None = None,
         snapshot_chunk_rows: int = _snapshot_plan.CHUNK_ROWS,
         snapshot_batch_rows: int = _snapshot_plan.BATCH_ROWS,
+        snapshot_writer: str = "auto",
     ) -> None:
+        if snapshot_writer not in _snapshot_files.WRITERS:
+            raise ChangefeedSourceError(
+                f"snapshot_writer must be one of {', '.join(map(repr, _snapshot_files.WRITERS))}, "
+                f"got {snapshot_writer!r}"
+            )
         if snapshot_chunk_rows < 1 or snapshot_chunk_rows >= _snapshot_plan.CHUNK_LIMIT:
             raise ChangefeedSourceError(
                 f"snapshot_chunk_rows must be in [1, 2^{_snapshot_plan.CHUNK_BITS}), got "
@@ -120,6 +137,7 @@ class Landing:
             )
         self.snapshot_chunk_rows = snapshot_chunk_rows
         self.snapshot_batch_rows = snapshot_batch_rows
+        self.snapshot_writer = snapshot_writer
         self.spark = spark
         self.source_options = dict(source_options)
         self.options = _landing_options(source_options)

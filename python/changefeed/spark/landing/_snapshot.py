@@ -8,7 +8,8 @@ A request (``snapshot_begin:<feed>``, :func:`request_snapshot`) reserves one emp
    any more), then lands the shard's events up to ``B - 1``;
 2. reads the source in primary-key chunks, each a Spark task with a connection of its own,
    and gives row ``r`` of chunk ``j`` the ULID ``B + j * 2^24 + r`` (:func:`snapshot_ulid`);
-   groups of chunks are written as landed batches, in chunk order;
+   groups of chunks are written as landed batches, in chunk order (on a local parquet
+   table by the tasks themselves, :mod:`._snapshot_files`; else by Spark's writer);
 3. calls ``snapshot_finish``; live events (all above the block) land next as usual.
 
 The landed table is the record of progress: after a kill, its head of the shard lies in
@@ -233,7 +234,7 @@ def execute(
 ) -> int:
     """Run one request to its end in ``landing`` (a :class:`Landing`, the table's only
     writer): the steps of the module doc. Returns the rows it landed in this call."""
-    from changefeed.spark.landing import _format
+    from changefeed.spark.landing import _format, _snapshot_files
 
     started = time.monotonic()
     shard = request.shard
@@ -262,10 +263,18 @@ def execute(
     read = chunk_reader(landing.options, reader, shard, request.first_ulid)
     schema = info.layout().spark_schema()
     per_batch = max(1, landing.snapshot_batch_rows // chunk_rows)
+    files = None
+    if landing.snapshot_writer == "auto":
+        files = _snapshot_files.local_location(spark, table, fmt)
+    if files is not None:
+        _snapshot_files.clear_staging(files)
     rows, batch, done = 0, last_batch, 0
     for chunk_group in group(chunks, per_batch):
-        frame = chunk_frame(spark, chunk_group, read, schema)
-        _format.write_batch(frame, table, batch + 1, fmt)
+        if files is not None:
+            _snapshot_files.write_batch(spark, chunk_group, read, table, batch + 1, files)
+        else:
+            frame = chunk_frame(spark, chunk_group, read, schema)
+            _format.write_batch(frame, table, batch + 1, fmt)
         landed = _format.count_batch(spark, table, batch + 1)
         if landed:
             batch += 1
