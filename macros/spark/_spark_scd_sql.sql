@@ -97,15 +97,46 @@ where changefeed_rank = 1
 {% endmacro %}
 
 
-{#- Current state, delta/iceberg: one MERGE, guarded by the event order. The bucket bounds
-    let the table format skip the files of untouched buckets. -#}
-{% macro _spark_scd1_merge_sql(target, new_rows, keys, touched) %}
+{#- The state's rows a run's keys can match, as a condition on the state alone: the
+    touched buckets, and with `hashes` (the xxhash64 of each of the run's keys, see
+    _spark_scd_key_hashes) the rows whose key hashes to one of them. Implied by the key
+    match, so it changes no result; being on the state alone, Spark applies it to the
+    state's scan, before the MERGE's outer join, which then joins the run's rows with
+    about as many of the state's instead of shuffling the whole state. -#}
+{% macro _spark_scd_state_filter(keys, touched, hashes) %}
+  {%- set sql -%}
+changefeed_state.changefeed_bucket in ({{ touched | join(', ') }})
+    {%- if hashes is not none %}
+    and xxhash64({{ changefeed._spark_scd_list(keys, 'changefeed_state') }}) in ({{ hashes | join(', ') }})
+    {%- endif -%}
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- The xxhash64 of every key of the staged window (as the state filter above compares
+    them), or none for a window of more than `limit` events, where the list would cost
+    more to parse than the whole state's shuffle. -#}
+{% macro _spark_scd_key_hashes(staged, keys, events, limit=100000) %}
+  {%- if events > limit -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set listed = run_query("select concat_ws(',', array_sort(collect_set(cast(xxhash64("
+      ~ changefeed._spark_scd_list(keys) ~ ") as string)))) from " ~ staged).rows[0][0] -%}
+  {{ return((listed | string).split(',') if listed else []) }}
+{% endmacro %}
+
+
+{#- Current state, delta/iceberg: one MERGE, guarded by the event order. The state filter
+    lets the table format skip the files of untouched buckets and Spark the rows of
+    untouched keys. -#}
+{% macro _spark_scd1_merge_sql(target, new_rows, keys, touched, hashes=none) %}
   {%- set sql -%}
 merge into {{ target }} as changefeed_state
 using ({{ new_rows }}) as changefeed_new
 on {{ changefeed._spark_scd_key_match(keys, 'changefeed_state', 'changefeed_new') }}
     and changefeed_state.changefeed_bucket = changefeed_new.changefeed_bucket
-    and changefeed_state.changefeed_bucket in ({{ touched | join(', ') }})
+    and {{ changefeed._spark_scd_state_filter(keys, touched, hashes) }}
 when matched and {{ changefeed._spark_scd_newer('changefeed_new', 'changefeed_state') }} then update set *
 when not matched then insert *
   {%- endset -%}
@@ -150,7 +181,7 @@ where changefeed_copy = 1
 
 {#- History, delta/iceberg: one MERGE on (key, ulid, shard_id) that inserts the new versions
     and moves the valid_to of the versions a late event now follows. -#}
-{% macro _spark_scd2_merge_sql(target, new_rows, columns, keys, touched) %}
+{% macro _spark_scd2_merge_sql(target, new_rows, columns, keys, touched, hashes=none) %}
   {%- set held -%}
 select changefeed_old.* from {{ target }} as changefeed_old
 left semi join ({{ new_rows }}) as changefeed_new
@@ -164,7 +195,7 @@ on {{ changefeed._spark_scd_key_match(keys, 'changefeed_state', 'changefeed_vers
     and changefeed_state.ulid = changefeed_version.ulid
     and changefeed_state.shard_id = changefeed_version.shard_id
     and changefeed_state.changefeed_bucket = changefeed_version.changefeed_bucket
-    and changefeed_state.changefeed_bucket in ({{ touched | join(', ') }})
+    and {{ changefeed._spark_scd_state_filter(keys, touched, hashes) }}
 when matched and not (changefeed_state.valid_to <=> changefeed_version.valid_to)
     then update set changefeed_state.valid_to = changefeed_version.valid_to
 when not matched then insert *

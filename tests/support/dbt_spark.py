@@ -50,17 +50,33 @@ def require_lakehouse(spark: Any) -> Any:
 
 
 @contextlib.contextmanager
+def _on_sql(hook: Callable[[str], None]) -> Iterator[None]:
+    """Spark's ``sql`` calls ``hook(query)`` before it runs a statement (``hook`` may raise,
+    and then the statement does not run)."""
+    from pyspark.sql import SparkSession
+
+    original = SparkSession.sql
+
+    def sql(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        hook(query)
+        return original(self, query, *args, **kwargs)
+
+    SparkSession.sql = sql  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SparkSession.sql = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]:
     """Spark's ``sql`` raises, without running it, on every statement matching ``pattern``
     after the first ``let_through`` of each table (the pattern's first group)."""
-    from pyspark.sql import SparkSession
-
     hit: list[str] = []
     passed: dict[str, int] = {}
-    original = SparkSession.sql
     regex = re.compile(pattern or "(?!)", re.IGNORECASE | re.DOTALL)
 
-    def sql(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+    def fail(query: str) -> None:
         found = regex.search(query)
         if found:
             table = found.group(1) if regex.groups else ""
@@ -68,13 +84,23 @@ def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]
             if passed[table] > let_through:
                 hit.append(query)
                 raise RuntimeError("changefeed test: interrupted here")
-        return original(self, query, *args, **kwargs)
 
-    SparkSession.sql = sql  # type: ignore[method-assign]
-    try:
+    with _on_sql(fail):
         yield hit
-    finally:
-        SparkSession.sql = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def recording(pattern: str) -> Iterator[list[str]]:
+    """The statements matching ``pattern`` that Spark's ``sql`` runs meanwhile."""
+    seen: list[str] = []
+    regex = re.compile(pattern, re.IGNORECASE)
+
+    def record(query: str) -> None:
+        if regex.search(query):
+            seen.append(query)
+
+    with _on_sql(record):
+        yield seen
 
 
 def run_all(
