@@ -47,9 +47,9 @@ def add_parser(subparsers: Any) -> None:
                         "one-column key, else a JSON array such as '[1, \"a\"]' (default: "
                         "the first)")  # fmt: skip
     parser.add_argument("--key-to", help="the last key of the range (inclusive), same form")
-    parser.add_argument("--chunk-rows", type=int, default=250_000,
+    parser.add_argument("--chunk-rows", type=int, default=1_000_000,
                         help="source rows per chunk, one Spark task each (default "
-                        "250000)")  # fmt: skip
+                        "1000000)")  # fmt: skip
     parser.add_argument("--pending-only", action="store_true",
                         help="request nothing: land the snapshots already requested (a killed "
                         "one resumes from its last committed chunk)")  # fmt: skip

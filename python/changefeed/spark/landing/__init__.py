@@ -106,7 +106,7 @@ def land(
 
     Pending snapshot requests of the feed (:func:`request_snapshot`, protocol section 12)
     run first, to their end, in chunks of ``snapshot_chunk_rows`` source rows (default
-    250,000; one Spark task each); ``on_progress`` is called after each of their batches.
+    1,000,000; one Spark task each); ``on_progress`` is called after each of their batches.
     """
     landing = Landing(
         spark,

@@ -259,10 +259,13 @@ def execute(
     db = statements(info.dialect)
     reader = db.reader(info, db.shard_expression(backend.conn, info))
     chunk_rows = landing.snapshot_chunk_rows
-    chunks, estimate = plan(backend.conn, reader, shard, first, lower, inclusive, upper, chunk_rows)
+    cores = _cores(spark)
+    per_batch = max(1, landing.snapshot_batch_rows // chunk_rows, cores)
+    chunks, estimate = plan(
+        backend.conn, reader, shard, first, lower, inclusive, upper, chunk_rows, cores
+    )
     read = chunk_reader(landing.options, reader, shard, request.first_ulid)
     schema = info.layout().spark_schema()
-    per_batch = max(1, landing.snapshot_batch_rows // chunk_rows)
     files = None
     if landing.snapshot_writer == "auto":
         files = _snapshot_files.local_location(spark, table, fmt)
@@ -271,11 +274,14 @@ def execute(
     rows, batch, done = 0, last_batch, 0
     for chunk_group in group(chunks, per_batch):
         if files is not None:
-            _snapshot_files.write_batch(spark, chunk_group, read, table, batch + 1, files)
+            # the rows of the files the tasks wrote and closed (no job to count them)
+            landed = _snapshot_files.write_batch(
+                spark, chunk_group, read, table, batch + 1, files
+            )
         else:
             frame = chunk_frame(spark, chunk_group, read, schema)
             _format.write_batch(frame, table, batch + 1, fmt)
-        landed = _format.count_batch(spark, table, batch + 1)
+            landed = _format.count_batch(spark, table, batch + 1)
         if landed:
             batch += 1
         rows += landed
@@ -305,6 +311,11 @@ def execute(
     if on_progress is not None:
         on_progress(final)
     return rows
+
+
+def _cores(spark: Any) -> int:
+    """Spark's default parallelism: the tasks a batch's job can run at once."""
+    return int(spark.sparkContext.defaultParallelism)
 
 
 def _head_key(spark: Any, table: Any, info: SourceFeed, shard: int, head: bytes | None) -> Any:

@@ -35,7 +35,7 @@ from typing import Any
 
 from changefeed.spark.feedtable import BATCH_COLUMN
 from changefeed.spark.landing._format import TableName
-from changefeed.spark.landing._snapshot_plan import Chunk, chunk_json
+from changefeed.spark.landing._snapshot_plan import Chunk, chunk_specs
 
 #: The staging directories' prefix (hidden from Spark's listing by its leading dot).
 STAGING_PREFIX = ".changefeed-snapshot-"
@@ -117,10 +117,8 @@ def write_batch(
     staging = location / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging.mkdir()
     try:
-        specs = spark.createDataFrame([(chunk_json(c),) for c in chunks], "spec string")
-        reports = (
-            specs.repartition(len(chunks)).mapInArrow(file_writer(read, str(staging)), _REPORT)
-        ).collect()
+        writer = file_writer(read, str(staging))
+        reports = chunk_specs(spark, chunks).mapInArrow(writer, _REPORT).collect()
         files = {r["file"] for r in reports if r["file"] is not None}
         rows = sum(int(r["rows"]) for r in reports)
         for path in staging.iterdir():

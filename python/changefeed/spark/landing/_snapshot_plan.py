@@ -25,11 +25,23 @@ CHUNK_BITS = 24
 CHUNK_LIMIT = 1 << CHUNK_BITS
 MAX_CHUNKS = 1 << (36 - CHUNK_BITS)
 
-#: Default rows per chunk (one Spark task) and per landed batch (one Spark job).
-CHUNK_ROWS = 250_000
-BATCH_ROWS = 2_000_000
+#: Default rows per chunk (one Spark task) and per landed batch (one Spark job, at least
+#: one chunk per core). Each task and each job has a fixed cost of a few tenths of a second
+#: (scheduling, the Python worker's round trips, a connection): with 250,000-row chunks it
+#: was a third of a 10 M-row snapshot's time on 2 cores (docs/performance.md, Snapshot).
+CHUNK_ROWS = 1_000_000
+BATCH_ROWS = 4_000_000
 
 _ARROW_ROWS = 65_536
+
+#: Keys sampled per planned chunk. The sample is of whole blocks (``tablesample system``),
+#: whose keys lie together: with about 100 keys per chunk a chunk's bounds came from one
+#: or two blocks and chunks of one plan differed in size up to 3x, so a batch's Spark job
+#: waited for its largest chunk with a core idle. 10,000 keys are about 100 blocks of a
+#: narrow table per chunk: chunks within about 10% of each other.
+SAMPLE_KEYS_PER_CHUNK = 10_000
+#: The most keys a plan samples (they travel to the driver as text).
+SAMPLE_KEYS_MAX = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -259,24 +271,31 @@ def plan(
     lower_inclusive: bool,
     upper: tuple[str, ...] | None,
     chunk_rows: int,
+    multiple: int = 1,
 ) -> tuple[list[Chunk], int]:
     """The chunks of the range and its estimated row count: split keys from the whole
-    range's keys when it is small, else from a block sample of about 100 keys per chunk."""
+    range's keys when the table is small (an estimate under 20 chunks' sample), else from
+    a block sample of about
+    :data:`SAMPLE_KEYS_PER_CHUNK` keys per chunk (at most :data:`SAMPLE_KEYS_MAX` in all).
+    The number of chunks is rounded up to a ``multiple`` (the session's cores), so that no
+    batch's job is left with fewer tasks than cores while chunks remain."""
     whole = Chunk(-1, lower, lower_inclusive, upper, True)
     db = statements(reader.info.dialect)
     estimate = db.estimated_rows(conn, reader.info.info.source)
-    if estimate < 20 * chunk_rows:
+    if estimate < SAMPLE_KEYS_PER_CHUNK * 20:
         sql, params = reader.sample_sql(shard, whole, None)
         sample = [tuple(r) for r in db.fetch_all(conn, sql, params)]
         estimate = len(sample)
     else:
-        percent = min(100.0, 100.0 * 100 * (estimate / chunk_rows) / estimate)
+        keys = min(SAMPLE_KEYS_MAX, SAMPLE_KEYS_PER_CHUNK * math.ceil(estimate / chunk_rows))
+        percent = min(100.0, 100.0 * keys / estimate)
         sql, params = reader.sample_sql(shard, whole, percent)
         sample = [tuple(r) for r in db.fetch_all(conn, sql, params)]
         if lower is not None or upper is not None or reader.shard_expression is not None:
             # The sample saw the range only: scale the estimate by its share of the table.
             estimate = int(len(sample) * 100 / percent)
-    chunks = max(1, min(MAX_CHUNKS - first_index, math.ceil(estimate / chunk_rows)))
+    wanted = multiple * math.ceil(math.ceil(estimate / chunk_rows) / multiple)
+    chunks = max(1, min(MAX_CHUNKS - first_index, wanted))
     return plan_chunks(split_keys(sample, chunks), first_index, lower, lower_inclusive, upper), (
         estimate
     )
@@ -351,12 +370,19 @@ def _chunk_from_json(text: str) -> Chunk:
     )
 
 
+def chunk_specs(spark: Any, chunks: Sequence[Chunk]) -> Any:
+    """A frame of the chunks' specs (:func:`chunk_json`), each in a partition of its own:
+    one task per chunk. (A ``repartition`` deals rows out round-robin from a random start,
+    so some tasks got two chunks and others none.)"""
+    specs = [(chunk_json(c),) for c in chunks]
+    return spark.createDataFrame(spark.sparkContext.parallelize(specs, len(specs)), "spec string")
+
+
 def chunk_frame(
     spark: Any, chunks: Sequence[Chunk], read: Callable[[Iterator[Any]], Iterator[Any]], schema: Any
 ) -> Any:
     """A frame of the chunks' rows: one task per chunk."""
-    specs = spark.createDataFrame([(chunk_json(c),) for c in chunks], "spec string")
-    return specs.repartition(len(chunks)).mapInArrow(read, schema)
+    return chunk_specs(spark, chunks).mapInArrow(read, schema)
 
 
 def group(chunks: Sequence[Chunk], per_batch: int) -> list[list[Chunk]]:
