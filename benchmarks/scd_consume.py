@@ -197,15 +197,18 @@ def main() -> int:
         "are on distinct existing keys spread over the key space, so they touch every bucket. "
         f"The incremental run over the {args.big // args.small}x larger state, against its run "
         f"over the small one (the bar: at most 1.5x): **{verdict}**. The run reads only the "
-        "feed's new batch (literal bounds, 11.6), but it writes per touched bucket: parquet "
-        "rewrites each touched bucket whole (into a new directory, then switches the "
-        "partition), so with every bucket touched its cost grows with the state. Delta and "
-        "Iceberg merge with row-level deletes (deletion vectors; merge-on-read), so they "
-        "write only the changed rows, but the merge still reads the keys of every touched "
-        "bucket to find the held rows, a scan that grows with the state. Keys that change "
-        "together in few buckets (or fewer new events than buckets) keep a run's cost to "
-        "those buckets. Wall times on a shared 2-core machine vary between runs with the "
-        "load average (compare the rows of one run).",
+        "feed's new batch (literal bounds, 11.6). Delta and Iceberg merge with row-level "
+        "deletes (deletion vectors; merge-on-read), so they write only the changed rows, and "
+        "the merge names the xxhash64 of each of the run's keys as a condition on the state "
+        "(docs/spark.md, Cost): Spark drops the state's other rows as it scans the key "
+        "column, and the MERGE's outer join takes about as many state rows as new events "
+        "instead of shuffling the whole state; what remains of the state's size is that "
+        "column scan. Parquet has no row-level deletes: it rewrites each touched bucket "
+        "whole (into a new directory, then switches the partition), so with every bucket "
+        "touched its cost grows with the state. Keys that change together in few buckets "
+        "(or fewer new events than buckets) keep a parquet run's cost to those buckets. Wall "
+        "times on a shared 2-core machine vary between runs with the load average (compare "
+        "the rows of one run).",
     ]
     section = "\n".join(lines)
     print("\n" + section)
