@@ -83,12 +83,13 @@
                       else changefeed._spark_scd2_rewrite_sql -%}
     {%- do changefeed._spark_scd_switch_buckets(
         target, rewrite(target, new_rows, columns, rules.key_columns, touched), touched) -%}
-  {%- elif events > 0 and materialization == 'changefeed_current_state' -%}
-    {%- set hashes = changefeed._spark_scd_key_hashes(staged, rules.key_columns, events) -%}
-    {%- call statement('main') -%}{{ changefeed._spark_scd1_merge_sql(target, new_rows, rules.key_columns, touched, hashes) }}{%- endcall -%}
   {%- elif events > 0 -%}
     {%- set hashes = changefeed._spark_scd_key_hashes(staged, rules.key_columns, events) -%}
-    {%- call statement('main') -%}{{ changefeed._spark_scd2_merge_sql(target, new_rows, columns, rules.key_columns, touched, hashes) }}{%- endcall -%}
+    {%- if materialization == 'changefeed_current_state' -%}
+      {%- call statement('main') -%}{{ changefeed._spark_scd1_merge_sql(target, new_rows, rules.key_columns, touched, hashes) }}{%- endcall -%}
+    {%- else -%}
+      {%- call statement('main') -%}{{ changefeed._spark_scd2_merge_sql(target, new_rows, columns, rules.key_columns, touched, hashes) }}{%- endcall -%}
+    {%- endif -%}
   {%- else -%}
     {%- call statement('main') -%}select 'no new events' as changefeed_status{%- endcall -%}
   {%- endif -%}

@@ -250,6 +250,14 @@ def schema_location(spark: Any, database: str) -> str:
     raise ChangefeedSourceError(f"could not find the location of schema {database}")
 
 
+def table_location(spark: Any, table: TableName) -> str | None:
+    """An existing table's location as its catalog gives it (a URI), or None."""
+    for row in spark.sql(f"describe table extended {table.sql}").collect():
+        if str(row[0]).strip().lower() == "location":
+            return str(row[1]).strip()
+    return None
+
+
 def clear_orphan_location(spark: Any, table: TableName) -> None:
     """Delete the managed location of a table that is not in the catalog (11.5)."""
     path = schema_location(spark, table.database).rstrip("/") + "/" + table.table.lower()

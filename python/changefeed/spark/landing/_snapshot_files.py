@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.spark.feedtable import BATCH_COLUMN
-from changefeed.spark.landing._format import TableName
+from changefeed.spark.landing._format import TableName, table_location
 from changefeed.spark.landing._snapshot_plan import Chunk, chunk_specs
 
 #: The staging directories' prefix (hidden from Spark's listing by its leading dot).
@@ -50,19 +50,12 @@ def local_location(spark: Any, table: TableName, fmt: str) -> Path | None:
     parquet table, a local Spark master, a ``file:`` location; else None."""
     if fmt != "parquet" or not str(spark.sparkContext.master).startswith("local"):
         return None
-    location = _location(spark, table)
+    location = table_location(spark, table)
     parts = urllib.parse.urlsplit(location or "")
     if parts.scheme != "file":
         return None
     path = Path(urllib.parse.unquote(parts.path))
     return path if path.is_dir() else None
-
-
-def _location(spark: Any, table: TableName) -> str | None:
-    for row in spark.sql(f"describe table extended {table.sql}").collect():
-        if str(row[0]).strip().lower() == "location":
-            return str(row[1]).strip()
-    return None
 
 
 def clear_staging(location: Path) -> None:
