@@ -220,6 +220,11 @@ def test_a_plan_samples_the_range_and_chunks_read_in_key_order(
     assert [(c.index, c.lower, c.upper) for c in chunks] == [
         (2, ("eu", "0"), ("eu", "3")), (3, ("eu", "3"), ("eu", "6")), (4, ("eu", "6"), None)
     ]  # fmt: skip
+    # With 2 cores the 3 chunks become 4 (no batch with an idle core); with 8 cores, a
+    # plan smaller than the cores keeps its 3 chunks instead of becoming 8 tiny ones.
+    for cores, count in ((2, 4), (8, 3)):
+        planned, _ = _snapshot_plan.plan(conn, reader, 0, 2, ("eu", "0"), False, None, 4, cores)
+        assert len(planned) == count, (cores, planned)
     rows = [("eu", i, "eu", i, Decimal(i) / 4) for i in range(7, 10)]
     server.on(r"^select s\.\[region\], s\.\[order\]\]id\]", (["r"], rows))
     monkeypatch.setattr("changefeed.spark.landing._snapshot_plan._ARROW_ROWS", 2)

@@ -275,10 +275,11 @@ def plan(
 ) -> tuple[list[Chunk], int]:
     """The chunks of the range and its estimated row count: split keys from the whole
     range's keys when the table is small (an estimate under 20 chunks' sample), else from
-    a block sample of about
-    :data:`SAMPLE_KEYS_PER_CHUNK` keys per chunk (at most :data:`SAMPLE_KEYS_MAX` in all).
-    The number of chunks is rounded up to a ``multiple`` (the session's cores), so that no
-    batch's job is left with fewer tasks than cores while chunks remain."""
+    a block sample of about :data:`SAMPLE_KEYS_PER_CHUNK` keys per chunk (at most
+    :data:`SAMPLE_KEYS_MAX` in all).
+    A plan of at least ``multiple`` chunks (the session's cores) is rounded up to a
+    multiple of it, so that no batch's job is left with fewer tasks than cores; a smaller
+    plan is kept (a small table is not cut into a chunk per core, each a connection)."""
     whole = Chunk(-1, lower, lower_inclusive, upper, True)
     db = statements(reader.info.dialect)
     estimate = db.estimated_rows(conn, reader.info.info.source)
@@ -294,7 +295,9 @@ def plan(
         if lower is not None or upper is not None or reader.shard_expression is not None:
             # The sample saw the range only: scale the estimate by its share of the table.
             estimate = int(len(sample) * 100 / percent)
-    wanted = multiple * math.ceil(math.ceil(estimate / chunk_rows) / multiple)
+    wanted = math.ceil(estimate / chunk_rows)
+    if wanted >= multiple:
+        wanted = multiple * math.ceil(wanted / multiple)
     chunks = max(1, min(MAX_CHUNKS - first_index, wanted))
     return plan_chunks(split_keys(sample, chunks), first_index, lower, lower_inclusive, upper), (
         estimate
