@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # `make test WORKERS=0` runs everything in one process.
 WORKERS ?= 2
 
-.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars compat-venv clean
+.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars compat-venv jvm-archive clean
 
 java:
 	@scripts/check_java.sh
@@ -21,7 +21,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# uv (from PyPI) resolves and installs the same pins several times faster than pip.
 	$(BIN)/python -m pip install --quiet 'uv>=0.5'
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[spark,postgres,sqlserver,dbt,dev]'
+	@# --compile-bytecode: uv writes no .pyc files by default (pip does), and where
+	@# PYTHONDONTWRITEBYTECODE is set (as on the machines this project runs on) none is written,
+	@# so every Python process the tests start would compile dbt and pyspark again (~1.6 s).
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[spark,postgres,sqlserver,dbt,dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -48,11 +51,20 @@ COMPAT_STAMP := $(COMPAT_VENV)/.installed-$(shell cksum tests/support/older_pysp
 $(COMPAT_STAMP): tests/support/older_pyspark.txt
 	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_VENV)/bin/python -m pip install --quiet 'uv>=0.5'
-	$(COMPAT_VENV)/bin/uv pip install --quiet --python $(COMPAT_VENV)/bin/python -r tests/support/older_pyspark.txt
+	$(COMPAT_VENV)/bin/uv pip install --quiet --compile-bytecode --python $(COMPAT_VENV)/bin/python -r tests/support/older_pyspark.txt
 	@rm -f $(COMPAT_VENV)/.installed-*
 	@touch $@
 
 compat-venv: $(COMPAT_STAMP)
+
+# The class-data archive of the tests' short-lived Spark JVMs (tests/support/spark_jvm.py;
+# docs/testing.md, "JVM options"), for the classes of this venv's pyspark and of $(JARS).
+JVM_ARCHIVE := $(VENV)/spark-tests.jsa
+
+$(JVM_ARCHIVE): $(STAMP) $(JARS_STAMP) tests/support/spark_jvm.py
+	$(BIN)/python tests/support/spark_jvm.py $@
+
+jvm-archive: $(JVM_ARCHIVE)
 
 # The shop example end to end (examples/shop/shop_demo, not part of the wheel); state in
 # .demo/, so a second run continues.
@@ -66,12 +78,12 @@ demo-status: venv jars
 	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo status $(STATUS_ARGS)
 
 # The full tier, which CI runs (.ci/run). test-fast leaves out the tests marked slow.
-test: java venv jars compat-venv
+test: java venv jars compat-venv jvm-archive
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS)
 
-test-fast: java venv jars compat-venv
+test-fast: java venv jars compat-venv jvm-archive
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"

@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.support import spark_jvm
 from tests.support.real_parts import unavailable
+
+# The Spark JVMs of the processes the tests start get C1 only, the serial collector and
+# the class-data archive `make test` builds; the worker's own session keeps C2 (see
+# tests/support/spark_jvm.py). A SPARK_SUBMIT_OPTS of the developer's own is kept.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.child_options())
 
 # Under pytest-xdist (`make test` runs `-n 2`; pyproject's addopts choose `--dist
 # loadgroup --no-loadscope-reorder`) each worker is a test session of its own, with its own
@@ -217,10 +223,15 @@ def spark() -> Iterator[Any]:
         from changefeed.local_spark import local_spark_session
     except ImportError as exc:
         unavailable("Spark", str(exc))
+    chosen = os.environ["SPARK_SUBMIT_OPTS"]
+    if chosen == spark_jvm.child_options():  # not the developer's own
+        os.environ["SPARK_SUBMIT_OPTS"] = spark_jvm.SESSION_OPTIONS
     try:
         session = local_spark_session(app_name="changefeed-tests")
     except Exception as exc:
         unavailable("Spark", f"{type(exc).__name__}: {exc}")
+    finally:
+        os.environ["SPARK_SUBMIT_OPTS"] = chosen
     yield session
     session.stop()
 

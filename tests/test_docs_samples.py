@@ -374,7 +374,7 @@ def test_readme_commands_are_the_make_targets() -> None:
         makefile,
         re.M,
     )
-    assert re.search(r"^test: java venv jars compat-venv\n", makefile, re.M)
+    assert re.search(r"^test: java venv jars compat-venv jvm-archive\n", makefile, re.M)
 
 
 # -- docs/python-api.md -----------------------------------------------------------------------
@@ -1121,8 +1121,9 @@ def test_testing_tiers_are_make_targets_and_select_tests() -> None:
     selects tests."""
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^WORKERS \?= 2$", makefile, re.M)  # two workers, as the page says
+    prerequisites = "java venv jars compat-venv jvm-archive"
     recipes = {
-        name: re.search(rf"^{name}: java venv jars compat-venv\n((?:\t.*\n)+)", makefile, re.M)
+        name: re.search(rf"^{name}: {prerequisites}\n((?:\t.*\n)+)", makefile, re.M)
         for name in ("test", "test-fast")
     }
     assert recipes["test"] and recipes["test-fast"], makefile
