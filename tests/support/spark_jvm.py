@@ -14,8 +14,10 @@ each child process inherits it), and the worker's own long-lived session
 one local Spark session like the drivers' (Hive metastore, Delta Lake and Iceberg), runs
 the kinds of statements they run, and the JVM writes the classes it loaded when it exits
 (``-XX:ArchiveClassesAtExit``). A JVM given ``-XX:SharedArchiveFile`` maps those classes
-instead of loading them; one whose JDK or classpath differs from the archive's silently
-ignores it. Benchmarks use none of this.
+instead of loading them. One whose classpath differs from the archive's (the PySpark 3.5
+environment's), or another JDK's, cannot use it: it runs without it, but says so on
+standard output, where it would mix with what a CLI test parses, so the archive comes
+with ``-Xlog:cds*=off``. Benchmarks use none of this.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ SESSION_OPTIONS = "-XX:+UseSerialGC"
 def child_options() -> str:
     """:data:`CHILD_OPTIONS`, with the archive when it has been built."""
     if ARCHIVE.is_file():
-        return f"{CHILD_OPTIONS} -XX:SharedArchiveFile={ARCHIVE}"
+        return f"{CHILD_OPTIONS} -XX:SharedArchiveFile={ARCHIVE} -Xlog:cds*=off"
     return CHILD_OPTIONS
 
 
