@@ -32,8 +32,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 #: The archive, in the virtual environment whose pyspark jars it holds.
 ARCHIVE = Path(sys.prefix) / "spark-tests.jsa"
-#: C1 only, and the serial collector: for JVMs of seconds to a minute.
-CHILD_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: C1 only, and the serial collector: for JVMs of seconds to a minute. C1 alone shrinks the
+#: code cache to 48 MB, which the kill scenario's first driver (hundreds of statements,
+#: Spark's generated classes) filled: "Out of space in CodeCache for method handle
+#: intrinsic" failed a query; so the cache keeps the size it has with C2.
+CHILD_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 #: The worker's own session lives the whole test session and runs most Spark tests, so
 #: C2 pays off there (C1 alone made tests/test_spark_scd.py 10% slower).
 SESSION_OPTIONS = "-XX:+UseSerialGC"
