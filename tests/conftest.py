@@ -27,13 +27,13 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.child_options())
 # tests read the Spark kill scenario (a session fixture of two minutes) are one group, so
 # that the scenario runs once.
 #
-# Two lanes: on 2 cores two heavy Spark groups (the kill scenario's drivers, the state
-# consumers, Delta and Iceberg and their kills, the demo, the landing kills) slow each
-# other down more than a second worker gains, so only the first worker takes Spark groups,
-# and it takes them before anything else; the other workers take the remaining groups, and
-# then the light Spark groups from the back of the Spark lane (one local session each,
-# short), while the first worker joins the other lane when its Spark groups are done.
-# Within a lane, groups go out in collection order, longest first.
+# Two lanes. The first worker takes the groups that start Spark, longest first; the
+# other takes the PostgreSQL, rendering and client groups, then Spark groups from the back
+# of the Spark lane (shortest first), so that the two meet in the middle; a worker with
+# nothing left in its own lane joins the other. Within a lane, groups go out in collection
+# order, longest first. The Delta and the Iceberg kill scenario of
+# tests/test_lakehouse_kills.py (four minutes each) are a group each, so that two workers
+# can run them at once.
 #
 # The groups are computed from node ids by the scheduler below rather than with
 # `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,
@@ -46,38 +46,41 @@ KILL_SCENARIO_MODULES = (
     "tests/test_spark_consumer.py",
     "tests/test_spark_publish.py",
 )
-#: Every group with a test that starts Spark, in this process or in a child, longest first.
+#: Modules whose module-scoped fixture runs a whole scenario per parameter (a table format):
+#: a group per parameter (the node id's first parameter), e.g.
+#: ``tests/test_lakehouse_kills.py[delta]``.
+PER_PARAMETER_MODULES = ("tests/test_lakehouse_kills.py",)
+#: Every group with a test that starts Spark, in this process or in a child, longest first
+#: (as measured in a full `make test`).
 SPARK_LANE = (
-    KILL_SCENARIO_GROUP,
+    "tests/test_lakehouse_kills.py[delta]",
+    "tests/test_lakehouse_kills.py[iceberg]",
     "tests/test_spark_scd.py",
-    "tests/test_lakehouse_kills.py",
+    KILL_SCENARIO_GROUP,
     "tests/test_spark_scd_kill.py",
-    "tests/test_spark_reprocess.py",
-    "tests/test_spark_lakehouse.py",
-    "tests/test_demo.py",
-    "tests/test_landing.py",
-    "tests/test_docs_samples.py",
-    "tests/test_spark_stream.py",
-    "tests/test_spark_source.py",
-    "tests/test_spark_consumer_window.py",
-    "tests/test_spark_udfs.py",
-    "tests/test_spark_freshness.py",
-    "tests/test_ulid_sql_macros.py",
-    "tests/sqlserver_live/test_spark_source_live.py",
-    "tests/test_spark_retention.py",
-    "tests/test_landing_continuous.py",
-    "tests/test_udfs_older_pyspark.py",
-    "tests/test_shared_catalog.py",
     "tests/test_getting_started.py",
-    "tests/test_spark_row_images.py",
-    "tests/test_snapshot.py",
+    "tests/test_spark_reprocess.py",
     "tests/test_snapshot_files.py",
-    "tests/sqlserver_live/test_live_snapshot_landing.py",
+    "tests/test_docs_samples.py",
+    "tests/test_shared_catalog.py",
+    "tests/test_spark_retention.py",
+    "tests/test_landing.py",
+    "tests/test_demo.py",
+    "tests/test_snapshot.py",
+    "tests/test_spark_stream.py",
+    "tests/test_spark_lakehouse.py",
+    "tests/test_spark_consumer_window.py",
+    "tests/test_landing_continuous.py",
+    "tests/test_spark_row_images.py",
+    "tests/test_udfs_older_pyspark.py",
+    "tests/test_spark_udfs.py",
     "tests/test_local_spark.py",
+    "tests/test_spark_source.py",
+    "tests/test_ulid_sql_macros.py",
+    "tests/test_spark_freshness.py",
+    "tests/sqlserver_live/test_spark_source_live.py",
+    "tests/sqlserver_live/test_live_snapshot_landing.py",
 )
-#: The Spark groups only the first worker may take: two of them at once on 2 cores are
-#: slower than one after the other.
-HEAVY_SPARK = SPARK_LANE[:8]
 #: The longest of the other groups, first in their lane.
 LONGEST_FIRST = (
     *SPARK_LANE,
@@ -95,6 +98,8 @@ def worker_group(nodeid: str) -> str:
         return KILL_SCENARIO_GROUP
     if path.startswith("tests/pg_faults/"):
         return "tests/pg_faults"
+    if path in PER_PARAMETER_MODULES and nodeid.endswith("]"):
+        return f"{path}[{nodeid.rsplit('[', 1)[1][:-1].split('-', 1)[0]}]"
     return path
 
 
@@ -125,8 +130,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             other = [s for s in scopes if s not in SPARK_LANE]
             if spark_node:
                 return (spark or other or [None])[0]
-            light = [s for s in spark if s not in HEAVY_SPARK]
-            return (other or light[-1:] or [None])[0]
+            return (other or spark[-1:] or [None])[0]
 
         def _assign_work_unit(self, node: Any) -> None:
             # LoadScopeScheduling's, with the scope chosen by lane instead of the queue's
