@@ -99,7 +99,8 @@ def worker_group(nodeid: str) -> str:
     if path.startswith("tests/pg_faults/"):
         return "tests/pg_faults"
     if path in PER_PARAMETER_MODULES and nodeid.endswith("]"):
-        return f"{path}[{nodeid.rsplit('[', 1)[1][:-1].split('-', 1)[0]}]"
+        parameters = nodeid[nodeid.rindex("[") + 1 : -1]  # "delta-first"
+        return f"{path}[{parameters.split('-', 1)[0]}]"
     return path
 
 

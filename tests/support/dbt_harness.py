@@ -20,8 +20,8 @@ calls from its Jinja source again in each invocation (half the time of a ``setup
 run-operation); a harness therefore makes the process keep compiled templates, see
 :func:`keep_compiled_templates`. It also stops dbt-adapters from adding to its default
 behaviour flags on every invocation, which made each invocation slower than the one
-before (:func:`keep_behavior_flags_fixed`). A process that runs dbt in-process many
-times (the kill-scenario drivers) calls both.
+before (:func:`keep_behavior_flags_fixed`). :func:`speed_up_in_process_dbt` does both;
+any process that runs dbt in-process many times (the kill-scenario drivers) calls it.
 
 API
 ---
@@ -208,6 +208,13 @@ def keep_behavior_flags_fixed() -> None:
     BaseAdapter.behavior = current.setter(set_behavior)
 
 
+def speed_up_in_process_dbt() -> None:
+    """Make each of many dbt invocations in this process cost what a single one does:
+    :func:`keep_compiled_templates` and :func:`keep_behavior_flags_fixed`. Idempotent."""
+    keep_compiled_templates()
+    keep_behavior_flags_fixed()
+
+
 class DbtHarness:
     """One in-process dbt project with generated profiles; see the module docstring."""
 
@@ -235,8 +242,7 @@ class DbtHarness:
         self._manifests: dict[str, Any] = {}
         self._deps_done = False
         self._token = uuid.uuid4().hex[:8]
-        keep_compiled_templates()
-        keep_behavior_flags_fixed()
+        speed_up_in_process_dbt()
 
     # -- public API -------------------------------------------------------------------
 

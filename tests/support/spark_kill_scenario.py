@@ -230,15 +230,9 @@ def main() -> None:
     if plan.get("sleep_udf"):
         _register_sleep(spark)
     log = workdir / "steps.jsonl"
-    from tests.support.dbt_harness import (
-        deps_lock,
-        keep_behavior_flags_fixed,
-        keep_compiled_templates,
-    )
+    from tests.support.dbt_harness import deps_lock, speed_up_in_process_dbt
 
-    # as in the tests' own harness: each dbt run of the plan costs what a single one does
-    keep_behavior_flags_fixed()
-    keep_compiled_templates()
+    speed_up_in_process_dbt()  # as in the tests' own harness
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
         with deps_lock(Path(_project_dir(plan))):
             _dbt(workdir, plan, {"dbt": ["deps"]})
