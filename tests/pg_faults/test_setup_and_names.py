@@ -2,8 +2,8 @@
 
 * D1 under load: ``setup_feed`` with an unchanged config is a no-op while writers and
   readers keep going; no write or read fails and the history checks;
-* a changed option re-creates the routines while a call waits inside the old ones: the
-  call must finish and its connection stay usable (xfail: a bug, see the marker);
+* a changed option replaces the routines while a call waits inside the old ones: the
+  call must finish and its connection stay usable;
 * D2: the setup statement run from several threads at once gives one feed (no error), and
   a race between two modes gives one feed and a clear CF008 for the loser;
 * hostile and over-long names (quotes, semicolons, spaces, non-ASCII, > 63 bytes) for the
