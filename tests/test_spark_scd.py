@@ -55,6 +55,9 @@ BATCHES: dict[int, list[tuple[int, int, int, str | None]]] = {
 FEED_REF = "api.Relation.create(schema='spark_catalog." + SOURCE + "', identifier='landed')"
 #: docs/spark.md's two models (by the digest of their text, tests/test_docs_samples.py OTHERS)
 DOC_MODELS = {"current": "dfee432117a3", "history": "a84aa2979dd1"}
+#: the (format, model) pairs whose MERGEs never name the run's keys (key_filter_limit=0),
+#: so that both forms of each MERGE run on each format; the others keep the default
+UNFILTERED = {("iceberg", "current"), ("delta", "history")}
 #: a published feed's way: no payload column, a delete condition
 STATUS_MODEL = """{{ config(materialized='changefeed_current_state', file_format='parquet',
     unique_key='order_id', delete_when="status = 'gone'") }}
@@ -82,6 +85,12 @@ BAD_MODELS = {
                     "the select has no column ulid"),
     "bad_reserved": ("unique_key='order_id'", EVENT + ", true as changefeed_deleted",
                      "may not return a column named changefeed_deleted"),
+    "bad_key_filter": ("unique_key='order_id', file_format='delta', key_filter_limit=-1", EVENT,
+                       "key_filter_limit must be a whole number from 0 to 1000000"),
+    "bad_key_filter_type": ("unique_key='order_id', file_format='iceberg', key_filter_limit='all'",
+                            EVENT, "key_filter_limit must be a whole number from 0 to 1000000"),
+    "parquet_key_filter": ("unique_key='order_id', key_filter_limit=10", EVENT,
+                           "key_filter_limit is a setting of delta and iceberg states"),
 }  # fmt: skip
 
 
@@ -151,6 +160,8 @@ def project(catalog: str, root: Any, buckets: int = 4, bad: bool = False) -> Any
         for name, text in texts.items():
             assert "file_format=" in text and "source('landing', 'orders_feed')" in text
             settings = f"schema='{schema_of(fmt)}', alias='{name}', buckets={buckets}"
+            if (fmt, name) in UNFILTERED:
+                settings += ", key_filter_limit=0"
             text = re.sub(r"file_format='\w+'", f"file_format='{fmt}', {settings}", text)
             models[f"{name}_{fmt}.sql"] = text.replace("source('landing', 'orders_feed')", FEED_REF)
     if bad:
@@ -358,14 +369,26 @@ def test_lakehouse_merges_filter_the_state_by_the_runs_key_hashes(
 ) -> None:
     """docs/spark.md "Cost": a MERGE names the xxhash64 of each key of its window, so that
     Spark drops the state's other rows at the scan instead of shuffling the whole state
-    into the MERGE's join; the results above are those of the rules."""
+    into the MERGE's join; with key_filter_limit=0 (UNFILTERED) it names only the touched
+    buckets. The results above, the same for both forms, are those of the rules."""
     statements = scenario["merge statements"]
     assert len(statements) == 4, "current and history, on Delta and Iceberg"
     batch_3 = {r[0] for r in spark.sql(
         f"select cast(xxhash64(order_id) as string) from spark_catalog.{FEED} "
         "where changefeed_batch = 3").collect()}  # fmt: skip
     assert len(batch_3) == 4
+    forms = set()
     for statement in statements:
+        target = re.search(r"\bmerge into (\S+)", statement)
+        assert target, statement
+        fmt = "iceberg" if "cf_scd_iceberg" in target.group(1) else "delta"
+        model = "history" if "history" in target.group(1) else "current"
+        assert "changefeed_state.changefeed_bucket in (" in statement, statement
         found = re.search(r"xxhash64\(changefeed_state\.`order_id`\) in \(([^)]*)\)", statement)
-        assert found, statement
-        assert {h.strip() for h in found.group(1).split(",")} == batch_3
+        if (fmt, model) in UNFILTERED:
+            assert found is None and "xxhash64(changefeed_state" not in statement, statement
+        else:
+            assert found, statement
+            assert {h.strip() for h in found.group(1).split(",")} == batch_3
+        forms.add((fmt, model))
+    assert len(forms) == 4, forms

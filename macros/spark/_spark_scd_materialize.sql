@@ -84,7 +84,7 @@
     {%- do changefeed._spark_scd_switch_buckets(
         target, rewrite(target, new_rows, columns, rules.key_columns, touched), touched) -%}
   {%- elif events > 0 -%}
-    {%- set hashes = changefeed._spark_scd_key_hashes(staged, rules.key_columns, events) -%}
+    {%- set hashes = changefeed._spark_scd_key_hashes(staged, rules.key_columns, events, rules.key_filter_limit) -%}
     {%- if materialization == 'changefeed_current_state' -%}
       {%- call statement('main') -%}{{ changefeed._spark_scd1_merge_sql(target, new_rows, rules.key_columns, touched, hashes) }}{%- endcall -%}
     {%- else -%}

@@ -4,7 +4,8 @@
   any statement, so a wrong config changes nothing. Returns the checked settings:
 
     {'file_format': 'parquet' | 'delta' | 'iceberg', 'key_columns': [column, ...],
-     'buckets': int, 'delete_when': SQL text or none, 'versions': 'batch' | 'event'}
+     'buckets': int, 'delete_when': SQL text or none, 'versions': 'batch' | 'event',
+     'key_filter_limit': int}
 
   Every error names the model, the bad setting, the accepted values and a config that works.
 -#}
@@ -47,6 +48,28 @@
         who ~ ": buckets must be a whole number from 1 to 65536 (got " ~ (buckets | string) ~ ")") }}
   {%- endif -%}
 
+  {#- key_filter_limit (delta, iceberg): a MERGE of a run of at most this many events
+      names the xxhash64 of each of its keys (_spark_scd_key_hashes); 0 never does. The
+      list is part of the statement's text, about 20 characters a key. -#}
+  {%- set key_filter_limit = config.get('key_filter_limit') -%}
+  {%- if key_filter_limit is not none -%}
+    {%- if key_filter_limit is not number or key_filter_limit is not integer
+           or key_filter_limit is sameas true or key_filter_limit is sameas false
+           or key_filter_limit < 0 or key_filter_limit > 1000000 -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": key_filter_limit must be a whole number from 0 to 1000000, the most events a"
+          ~ " run may have for its MERGE to name each key (0: never); got "
+          ~ (key_filter_limit | string)) }}
+    {%- endif -%}
+    {%- if file_format == 'parquet' -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": key_filter_limit is a setting of delta and iceberg states (a parquet state"
+          ~ " rewrites whole buckets and has no MERGE to filter); remove key_filter_limit or set"
+          ~ " file_format='delta' or 'iceberg'") }}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set key_filter_limit = 100000 if key_filter_limit is none else key_filter_limit -%}
+
   {%- set delete_when = config.get('delete_when') -%}
   {%- if delete_when is not none and (delete_when is not string or delete_when | trim == '') -%}
     {{ exceptions.raise_compiler_error(
@@ -80,7 +103,8 @@
   {%- endfor -%}
 
   {{ return({'file_format': file_format, 'key_columns': keys, 'buckets': buckets | int,
-             'delete_when': delete_when, 'versions': versions}) }}
+             'delete_when': delete_when, 'versions': versions,
+             'key_filter_limit': key_filter_limit | int}) }}
 {% endmacro %}
 
 

@@ -115,10 +115,10 @@ changefeed_state.changefeed_bucket in ({{ touched | join(', ') }})
 
 
 {#- The xxhash64 of every key of the staged window (as the state filter above compares
-    them), or none for a window of more than `limit` events: the list is part of the
-    statement's text (about 20 characters a key, 2 MB at the limit), and a window that
-    large is a sizeable share of most states anyway. -#}
-{% macro _spark_scd_key_hashes(staged, keys, events, limit=100000) %}
+    them), or none for a window of more than `limit` events (the model's key_filter_limit):
+    the list is part of the statement's text (about 20 characters a key, 2 MB at the
+    default 100,000), and a window that large is a sizeable share of most states anyway. -#}
+{% macro _spark_scd_key_hashes(staged, keys, events, limit) %}
   {%- if events > limit -%}
     {{ return(none) }}
   {%- endif -%}
