@@ -381,8 +381,8 @@ def test_lakehouse_merges_filter_the_state_by_the_runs_key_hashes(
     for statement in statements:
         target = re.search(r"\bmerge into (\S+)", statement)
         assert target, statement
-        fmt = "iceberg" if "cf_scd_iceberg" in target.group(1) else "delta"
-        model = "history" if "history" in target.group(1) else "current"
+        (fmt,) = [f for f in ("delta", "iceberg") if schema_of(f) in target.group(1)]
+        (model,) = [m for m in ("current", "history") if re.search(rf"\b{m}\b", target.group(1))]
         assert "changefeed_state.changefeed_bucket in (" in statement, statement
         found = re.search(r"xxhash64\(changefeed_state\.`order_id`\) in \(([^)]*)\)", statement)
         if (fmt, model) in UNFILTERED:

@@ -43,7 +43,7 @@
   {%- endfor -%}
 
   {%- set buckets = config.get('buckets', 16) -%}
-  {%- if buckets is not number or buckets is not integer or buckets < 1 or buckets > 65536 -%}
+  {%- if buckets is not integer or buckets < 1 or buckets > 65536 -%}
     {{ exceptions.raise_compiler_error(
         who ~ ": buckets must be a whole number from 1 to 65536 (got " ~ (buckets | string) ~ ")") }}
   {%- endif -%}
@@ -53,9 +53,8 @@
       list is part of the statement's text, about 20 characters a key. -#}
   {%- set key_filter_limit = config.get('key_filter_limit') -%}
   {%- if key_filter_limit is not none -%}
-    {%- if key_filter_limit is not number or key_filter_limit is not integer
-           or key_filter_limit is sameas true or key_filter_limit is sameas false
-           or key_filter_limit < 0 or key_filter_limit > 1000000 -%}
+    {#- as buckets above: Jinja's integer test is false for booleans and floats -#}
+    {%- if key_filter_limit is not integer or key_filter_limit < 0 or key_filter_limit > 1000000 -%}
       {{ exceptions.raise_compiler_error(
           who ~ ": key_filter_limit must be a whole number from 0 to 1000000, the most events a"
           ~ " run may have for its MERGE to name each key (0: never); got "
