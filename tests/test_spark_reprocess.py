@@ -60,7 +60,7 @@ RANGE = (at("2026-01-01", 0), at("2026-02-01", 0))
 NEW_SELECT = {"cf_upper": True, "cf_drop": 2}
 
 MODEL = """{{{{ config(materialized='{materialized}', file_format='{fmt}', schema='cf_rp_{fmt}',
-    alias='{alias}', unique_key='order_id', buckets=4, delete_when='status is null') }}}}
+    alias='{alias}', unique_key='order_id', buckets=4, delete_when='status is null'{extra}) }}}}
 select e.shard_id, e.ulid, e.order_id,
     {{% if var('cf_upper', false) %}}upper(e.payload.status)
     {{% else %}}e.payload.status{{% endif %}} as status,
@@ -166,9 +166,13 @@ def project(catalog: str, root: Any) -> Any:
         for materialized, alias in (("changefeed_current_state", "current"),
                                     ("changefeed_history", "history")):  # fmt: skip
             models[f"{alias}_{fmt}.sql"] = MODEL.format(
-                materialized=materialized, fmt=fmt, alias=alias, feed=FEED_REF
+                materialized=materialized, fmt=fmt, alias=alias, feed=FEED_REF, extra=""
             )
     if catalog == "parquet":
+        models[f"{LAYERED}_parquet.sql"] = MODEL.format(
+            materialized="changefeed_current_state", fmt="parquet", alias=LAYERED, feed=FEED_REF,
+            extra=", parquet_layout='layers'",
+        )
         models["appended.sql"] = APPEND
         models["retained.sql"] = RETAINED
         models["sources.yml"] = SOURCES
@@ -194,7 +198,7 @@ def tables(spark: Any, fmt: str) -> dict[str, Any]:
     schema = f"cf_rp_{fmt}"
     event = "shard_id, lower(hex(ulid)), order_id, status, changefeed_feed_batch"
     with current_catalog(spark, fmt):
-        return {
+        out = {
             "current": {tuple(r) for r in spark.sql(
                 f"select {event}, changefeed_deleted from {schema}.current").collect()},
             "history": {tuple(r) for r in spark.sql(
@@ -204,6 +208,15 @@ def tables(spark: Any, fmt: str) -> dict[str, Any]:
                 "select changefeed_batch, changefeed_feed_batch "
                 f"from {schema}.current__changefeed_cursor order by 1").collect()],
         }  # fmt: skip
+        if fmt == "parquet":
+            out[LAYERED] = {tuple(r) for r in spark.sql(
+                f"select {event}, changefeed_deleted from {schema}.{LAYERED}").collect()}
+            out[LAYERED + " cursors"] = [tuple(r) for r in spark.sql(
+                "select changefeed_batch, changefeed_feed_batch "
+                f"from {schema}.{LAYERED}__changefeed_cursor order by 1").collect()]
+            out[LAYERED + " layers"] = len(spark.sql(
+                f"show partitions {schema}.{LAYERED}__changefeed_layers").collect())
+        return out
 
 
 def documented_range() -> dict[str, Any]:
@@ -220,12 +233,18 @@ def as_ulid(millis: int) -> str:
     return encode_one(millis.to_bytes(6, "big") + bytes(10))
 
 
-#: the apply statement (parquet: writing the new bucket directories); a parquet bucket's switch
+#: the apply statement (parquet: writing the new bucket directories); a parquet bucket's
+#: switch; a layered state's view, which follows the registration of its compacted layer
+#: (the first group that matches names the model)
 BEFORE_APPLY = r"\b(insert overwrite table \S+__changefeed_next |merge into )"
 SWITCH = (
-    r"\balter table (\S+) (partition \(changefeed_bucket = \d+\) set location"
-    r"|drop if exists partition)"
+    r"\balter table (\S+) (?:partition \(changefeed_bucket = \d+\) set location"
+    r"|drop if exists partition \(changefeed_bucket )"
+    r"|\balter table (\S+?)__changefeed_layers add partition "
+    r"|\bcreate or replace view (\S+) as\b"
 )
+#: the parquet project's current state with parquet_layout='layers'
+LAYERED = "current_layers"
 TIME_RANGE = documented_range()
 ULID_RANGE = {"changefeed_reprocess": {"from": as_ulid(RANGE[0]), "to": as_ulid(RANGE[1])}}
 
@@ -290,6 +309,35 @@ def test_re_processing_leaves_the_cursor_and_a_normal_run_goes_on(
     assert [(row[3], row[4]) for row in key1] == [("d", 4)]
     others = {row for row in after["current"] if row[2] != 1}
     assert others == {row for row in reprocessed("current", 3) if row[2] != 1}
+
+
+def test_a_layered_state_is_re_processed_by_a_compaction(scenario: dict[str, Any]) -> None:
+    """parquet_layout='layers': the re-processing writes the whole state, touched keys
+    rebuilt, as one layer (protocol 11.9). Cut between that layer's registration and the
+    view's move to it, the old view resolves each key to its held row or its rebuilt one
+    (a rebuilt row of the same event wins, a key the new select drops keeps its row)."""
+    steps = [(step, scenario[step]["parquet"]) for step in
+             ("consumed", "interrupted", "half switched", "reprocessed", "again as ULIDs",
+              "then a normal run")]  # fmt: skip
+    seen = dict(steps)
+    assert seen["consumed"][LAYERED] == flat(current(events(3)))
+    assert seen["interrupted"][LAYERED] == flat(current(events(3))), "nothing was written"
+    before, after = current(events(3)), {}
+    for row in reprocessed("current", 3):
+        after.setdefault(row[2], set()).add(row)
+    half = seen["half switched"][LAYERED]
+    for key in set(before) | set(after):
+        rows = {row for row in half if row[2] == key}
+        assert rows in (before.get(key, set()), after.get(key, set())), key
+    assert half != flat(before) and half != flat(after), "cut in the middle"
+    assert seen["half switched"][LAYERED + " layers"] == 2, "the base and the compacted layer"
+    for step in ("reprocessed", "again as ULIDs"):
+        assert seen[step][LAYERED] == reprocessed("current", 3), step
+        assert seen[step][LAYERED + " layers"] == 1, f"{step}: the older layers are dropped"
+    for step, tables_ in steps[:-1]:
+        assert tables_[LAYERED + " cursors"] == [(1, 3)], step
+    assert seen["then a normal run"][LAYERED] == seen["then a normal run"]["current"]
+    assert seen["then a normal run"][LAYERED + " cursors"] == [(1, 3), (2, 4)]
 
 
 def test_a_parquet_re_processing_cut_between_bucket_switches_is_old_or_new_per_key(

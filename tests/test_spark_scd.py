@@ -67,8 +67,17 @@ from {{ changefeed.feed_events(source('landing', 'orders_feed'), this) }} as e
 """
 
 
-#: a parquet state's second partition switch (macros/spark/_spark_scd_switch.sql)
-SECOND_SWITCH = r"\balter table (\S+) partition \(changefeed_bucket = \d+\) set location "
+#: a parquet state's second partition switch (macros/spark/_spark_scd_switch.sql), and a
+#: layered state's drop of its older layers after a compaction, once its view points at
+#: the compacted layer (macros/spark/_spark_scd_layers.sql); group 1 or 2: the model
+SECOND_SWITCH = (
+    r"\balter table (?:(\S+) partition \(changefeed_bucket = \d+\) set location "
+    r"|(\S+?)__changefeed_layers drop if exists partition \(changefeed_layer )"
+    r"|\bcreate or replace view (\S+) as\b"
+)
+#: the layers layout's model (parquet only): compacts in round 3, when it would hold a 4th layer
+LAYERED = "current_layers"
+LAYERED_SETTINGS = "parquet_layout='layers', max_layers=3"
 
 EVENT = "e.shard_id, e.ulid, e.order_id, e.changefeed_feed_batch"
 #: model -> (its config, its select list, the error it must fail with)
@@ -91,6 +100,18 @@ BAD_MODELS = {
                             EVENT, "key_filter_limit must be a whole number from 0 to 1000000"),
     "parquet_key_filter": ("unique_key='order_id', key_filter_limit=10", EVENT,
                            "key_filter_limit is a setting of delta and iceberg states"),
+    "bad_layout": ("unique_key='order_id', parquet_layout='merge'", EVENT,
+                   "parquet_layout must be one of rewrite, layers (got merge)"),
+    "delta_layout": ("unique_key='order_id', file_format='delta', parquet_layout='layers'", EVENT,
+                     "parquet_layout is a setting of parquet states"),
+    "bad_max_layers": ("unique_key='order_id', parquet_layout='layers', max_layers=1", EVENT,
+                       "max_layers must be a whole number from 2 to 1000"),
+    "stray_max_layers": ("unique_key='order_id', max_layers=4", EVENT,
+                         "max_layers is a setting of parquet_layout='layers'"),
+    # the layered state of the scenario, configured without the layout
+    "layout_switch": (f"unique_key='order_id', alias='{LAYERED}', buckets=4", EVENT,
+                      "was built with parquet_layout='layers' (a view over its layers) and is"
+                      " now configured to be a table"),
 }  # fmt: skip
 
 
@@ -157,11 +178,15 @@ def project(catalog: str, root: Any, buckets: int = 4, bad: bool = False) -> Any
         texts = {name: block("docs/spark.md", digest) for name, digest in DOC_MODELS.items()}
         if fmt == "parquet":
             texts["current_status"] = STATUS_MODEL
+            if not bad:  # BAD_MODELS' layout_switch takes its name
+                texts[LAYERED] = texts["current"]
         for name, text in texts.items():
             assert "file_format=" in text and "source('landing', 'orders_feed')" in text
             settings = f"schema='{schema_of(fmt)}', alias='{name}', buckets={buckets}"
             if (fmt, name) in UNFILTERED:
                 settings += ", key_filter_limit=0"
+            if name == LAYERED:
+                settings += ", " + LAYERED_SETTINGS
             text = re.sub(r"file_format='\w+'", f"file_format='{fmt}', {settings}", text)
             models[f"{name}_{fmt}.sql"] = text.replace("source('landing', 'orders_feed')", FEED_REF)
     if bad:
@@ -199,6 +224,16 @@ def tables(spark: Any, fmt: str) -> dict[str, Any]:
                 f"changefeed_feed_batch, changefeed_deleted from {schema}.current_status"
             ).collect()
             out["current_status"] = {tuple(r) for r in status}
+            out[LAYERED] = {tuple(r) for r in spark.sql(
+                f"select {event}, payload.status, changefeed_feed_batch, changefeed_deleted "
+                f"from {schema}.{LAYERED}").collect()}
+            count = spark.sql(f"select count(*) from {schema}.{LAYERED}").first()
+            out[LAYERED + " rows"] = count[0]
+            out[LAYERED + " layers"] = sorted(int(r[0].partition("=")[2]) for r in spark.sql(
+                f"show partitions {schema}.{LAYERED}__changefeed_layers").collect())
+            out[LAYERED + " cursors"] = [tuple(r) for r in spark.sql(
+                "select changefeed_batch, changefeed_feed_batch "
+                f"from {schema}.{LAYERED}__changefeed_cursor order by 1").collect()]
     return out
 
 
@@ -321,6 +356,31 @@ def test_a_parquet_apply_cut_between_bucket_switches_loses_no_row(
             assert len(half[name]) == len(held), "one row per key"
     assert half["cursors"] == scenario["2"]["parquet"]["cursors"]
     assert scenario["3"]["parquet"]["current"] == expected_current(3)
+
+
+def test_a_layered_parquet_state_adds_layers_and_compacts(scenario: dict[str, Any]) -> None:
+    """parquet_layout='layers' (docs/spark.md "Cost"; protocol 11.8, L1-L3): each run adds
+    its window as one layer and the model is a view that resolves the layers; with
+    max_layers=3 the run that would add a 4th writes the whole state as one layer and
+    drops the older ones. Cut after its view points at that layer and before the drop, the
+    view already gives round 3's state (the older layers lose to it); the re-run, whose
+    cursor had not moved, compacts again. Every step equals the rewrite layout's rules."""
+    steps = {  # step -> (batches applied, layers, cursor rows)
+        "1": (1, [1], [(1, 1)]),
+        "2 interrupted": (2, [1, 2], [(1, 1)]),
+        "2": (2, [1, 2, 3], [(1, 1), (2, 2)]),
+        "2 again": (2, [1, 2, 3], [(1, 1), (2, 2)]),
+        "3 interrupted": (2, [1, 2, 3], [(1, 1), (2, 2)]),
+        "3 half switched": (3, [1, 2, 3, 4], [(1, 1), (2, 2)]),
+        "3": (3, [5], [(1, 1), (2, 2), (3, 3)]),
+        "full refresh": (3, [1], [(1, 3)]),
+    }
+    for step, (upto, layers, cursors) in steps.items():
+        seen = scenario[step]["parquet"]
+        assert seen[LAYERED] == expected_current(upto), step
+        assert seen[LAYERED + " rows"] == len(expected_current(upto)), f"{step}: one row per key"
+        assert seen[LAYERED + " layers"] == layers, step
+        assert seen[LAYERED + " cursors"] == cursors, step
 
 
 def test_a_delete_condition_for_feeds_without_payload(scenario: dict[str, Any]) -> None:

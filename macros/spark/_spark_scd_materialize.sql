@@ -17,6 +17,15 @@
   {%- if file_format == 'parquet' -%}
     {%- do changefeed._spark_check_partition_management(materialization) -%}
   {%- endif -%}
+  {%- set layered = rules.layout == 'layers' -%}
+  {%- set kind = changefeed._spark_scd_relation_kind(this) -%}
+  {%- if kind is not none and kind != ('view' if layered else 'table') and not full_refresh -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: model '" ~ model.name ~ "' was built "
+        ~ ("with parquet_layout='layers' (a view over its layers)" if kind == 'view' else "as a table")
+        ~ " and is now configured " ~ ("with parquet_layout='layers'" if layered else "to be a table")
+        ~ "; set parquet_layout back or rebuild with dbt run --full-refresh") }}
+  {%- endif -%}
   {%- set committed = none if full_refresh else changefeed._spark_scd_cursor_row(cursor, file_format) -%}
   {#-- changefeed_reprocess: rebuild the keys of a range instead of applying new events --#}
   {%- set range = changefeed._spark_scd_reprocess_range(materialization) -%}
@@ -50,7 +59,7 @@
     {%- do changefeed._spark_scd_reprocess_apply(materialization, rules, target, staged, columns, delete_when, range) -%}
     {%- do run_query('drop view if exists ' ~ staged) -%}
     {{ run_hooks(post_hooks) }}
-    {{ return({'relations': [target]}) }}
+    {{ return({'relations': [this.incorporate(type='view') if layered else target]}) }}
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
       materialization, staged, columns, rules.key_columns, delete_when, rules.buckets, rules.versions) -%}
@@ -65,24 +74,33 @@
   {#-- 3. Full refresh: drop the cursor before the state, so a kill in between only re-reads --#}
   {%- if full_refresh -%}
     {%- do run_query('drop table if exists ' ~ cursor) -%}
-    {%- do run_query('drop table if exists ' ~ target) -%}
+    {%- if kind == 'view' -%}
+      {%- do run_query('drop view if exists ' ~ target) -%}
+    {%- elif kind == 'table' -%}
+      {%- do run_query('drop table if exists ' ~ target) -%}
+    {%- endif -%}
+    {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(target)) -%}
   {%- endif -%}
 
   {#-- 4. A first write creates the empty state; every write is then the same guarded statement --#}
-  {%- if run_query("show tables in " ~ target.schema ~ " like '" ~ target.identifier ~ "'").rows | length == 0 -%}
+  {%- if layered -%}
+    {%- do changefeed._spark_scd_layers_create(target, new_rows, columns, rules.key_columns) -%}
+  {%- elif run_query("show tables in " ~ target.schema ~ " like '" ~ target.identifier ~ "'").rows | length == 0 -%}
     {%- if file_format == 'parquet' and (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
       {%- do changefeed._spark_clear_orphan_location(target) -%}
     {%- endif -%}
     {%- do run_query(changefeed._spark_scd_create_sql(materialization, target, file_format, new_rows, columns)) -%}
   {%- endif -%}
 
-  {#-- 5. Apply the window: parquet rewrites the touched buckets into new directories and
-      switches their partitions, delta/iceberg merge --#}
-  {%- if events > 0 and file_format == 'parquet' -%}
+  {#-- 5. Apply the window: parquet adds a layer, or rewrites the touched buckets into new
+      directories and switches their partitions; delta/iceberg merge --#}
+  {%- if events > 0 and layered -%}
+    {%- do changefeed._spark_scd_layers_apply(target, columns, rules.key_columns, new_rows, rules.max_layers) -%}
+  {%- elif events > 0 and file_format == 'parquet' -%}
     {%- set rewrite = changefeed._spark_scd1_rewrite_sql if materialization == 'changefeed_current_state'
                       else changefeed._spark_scd2_rewrite_sql -%}
-    {%- do changefeed._spark_scd_switch_buckets(
-        target, rewrite(target, new_rows, columns, rules.key_columns, touched), touched) -%}
+    {%- do changefeed._spark_scd_switch_partitions(target, 'changefeed_bucket',
+        rewrite(target, new_rows, columns, rules.key_columns, touched), touched) -%}
   {%- elif events > 0 -%}
     {%- set hashes = changefeed._spark_scd_key_hashes(staged, rules.key_columns, events, rules.key_filter_limit) -%}
     {%- if materialization == 'changefeed_current_state' -%}
@@ -105,5 +123,5 @@
   {%- do run_query('uncache table if exists ' ~ staged) -%}
   {%- do run_query('drop view if exists ' ~ staged) -%}
   {{ run_hooks(post_hooks) }}
-  {{ return({'relations': [target]}) }}
+  {{ return({'relations': [this.incorporate(type='view') if layered else target]}) }}
 {% endmacro %}

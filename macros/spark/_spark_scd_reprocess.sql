@@ -123,14 +123,17 @@ select distinct {{ listed }} from {{ target }} as changefeed_s where {{ changefe
 {% endmacro %}
 
 
-{#- parquet: the touched buckets, with the touched keys' rows replaced by the rebuilt ones. -#}
+{#- parquet: the touched buckets (none: the whole state, for the layers layout), with the
+    touched keys' rows replaced by the rebuilt ones. -#}
 {% macro _spark_scd_reprocess_rewrite_sql(target, rebuilt, touched_keys, state_columns, keys, touched) %}
   {%- set state = changefeed._spark_scd_list(state_columns) -%}
   {%- set sql -%}
 select {{ state }} from {{ target }} as changefeed_s
 left anti join {{ touched_keys }} as changefeed_k
     on {{ changefeed._spark_scd_key_match(keys, 'changefeed_s', 'changefeed_k') }}
+{%- if touched is not none %}
 where changefeed_s.changefeed_bucket in ({{ touched | join(', ') }})
+{%- endif %}
 union all
 select {{ state }} from ({{ rebuilt }}) as changefeed_rebuilt
   {%- endset -%}
@@ -246,8 +249,12 @@ when not matched and not changefeed_source.changefeed_gone then insert ({{ state
         materialization, rebuild, columns, keys, delete_when, rules.buckets, rules.versions) -%}
     {%- set rebuilt = changefeed._spark_scd_rebuilt_sql(materialization, new_rows, columns, keys) -%}
     {%- set state_columns = columns + changefeed._spark_scd_added_columns(materialization) -%}
-    {%- if rules.file_format == 'parquet' -%}
-      {%- do changefeed._spark_scd_switch_buckets(target, changefeed._spark_scd_reprocess_rewrite_sql(
+    {%- if rules.layout == 'layers' -%}
+      {%- do changefeed._spark_scd_layers_apply(target, columns, keys, new_rows, rules.max_layers,
+          replaced=changefeed._spark_scd_reprocess_rewrite_sql(
+              target, rebuilt, touched_keys, state_columns, keys, none)) -%}
+    {%- elif rules.file_format == 'parquet' -%}
+      {%- do changefeed._spark_scd_switch_partitions(target, 'changefeed_bucket', changefeed._spark_scd_reprocess_rewrite_sql(
           target, rebuilt, touched_keys, state_columns, keys, touched), touched) -%}
     {%- else -%}
       {%- call statement('main') -%}

@@ -5,7 +5,8 @@
 
     {'file_format': 'parquet' | 'delta' | 'iceberg', 'key_columns': [column, ...],
      'buckets': int, 'delete_when': SQL text or none, 'versions': 'batch' | 'event',
-     'key_filter_limit': int}
+     'key_filter_limit': int, 'layout': 'rewrite' | 'layers' (parquet) or none,
+     'max_layers': int}
 
   Every error names the model, the bad setting, the accepted values and a config that works.
 -#}
@@ -69,6 +70,45 @@
   {%- endif -%}
   {%- set key_filter_limit = 100000 if key_filter_limit is none else key_filter_limit -%}
 
+  {#- parquet_layout (a parquet current state): rewrite (default) rewrites the touched
+      buckets of the state table; layers adds each run's rows as one layer of
+      <model>__changefeed_layers and makes the model a view that resolves them
+      (_spark_scd_layers.sql), compacting them into one layer once there are max_layers. -#}
+  {%- set layout = config.get('parquet_layout') -%}
+  {%- if layout is not none -%}
+    {%- if layout is not string or layout not in ['rewrite', 'layers'] -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": parquet_layout must be one of rewrite, layers (got " ~ (layout | string) ~ ")") }}
+    {%- endif -%}
+    {%- if file_format != 'parquet' -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": parquet_layout is a setting of parquet states (delta and iceberg merge with"
+          ~ " row-level deletes); remove parquet_layout or set file_format='parquet'") }}
+    {%- endif -%}
+    {%- if layout == 'layers' and materialization != 'changefeed_current_state' -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": parquet_layout='layers' is a setting of materialized='changefeed_current_state'"
+          ~ " (a history rewrites the touched buckets); remove parquet_layout, or use"
+          ~ " file_format='delta' or 'iceberg' for a large history with scattered changes") }}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set layout = (layout or 'rewrite') if file_format == 'parquet' else none -%}
+
+  {%- set max_layers = config.get('max_layers') -%}
+  {%- if max_layers is not none -%}
+    {%- if layout != 'layers' -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": max_layers is a setting of parquet_layout='layers' (file_format='parquet'); remove"
+          ~ " max_layers or set parquet_layout='layers'") }}
+    {%- endif -%}
+    {%- if max_layers is not integer or max_layers < 2 or max_layers > 1000 -%}
+      {{ exceptions.raise_compiler_error(
+          who ~ ": max_layers must be a whole number from 2 to 1000, the most layers the state"
+          ~ " keeps before a run compacts them into one; got " ~ (max_layers | string)) }}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set max_layers = 16 if max_layers is none else max_layers -%}
+
   {%- set delete_when = config.get('delete_when') -%}
   {%- if delete_when is not none and (delete_when is not string or delete_when | trim == '') -%}
     {{ exceptions.raise_compiler_error(
@@ -103,7 +143,8 @@
 
   {{ return({'file_format': file_format, 'key_columns': keys, 'buckets': buckets | int,
              'delete_when': delete_when, 'versions': versions,
-             'key_filter_limit': key_filter_limit | int}) }}
+             'key_filter_limit': key_filter_limit | int, 'layout': layout,
+             'max_layers': max_layers | int}) }}
 {% endmacro %}
 
 

@@ -76,8 +76,9 @@ where changefeed_rank = 1
 {% endmacro %}
 
 
-{#- Current state, parquet: the touched buckets rewritten with, per key, the newest of the
-    rows they hold and the new rows (written by _spark_scd_switch_buckets). -#}
+{#- Current state, parquet: the touched buckets (none: every row, a layers compaction)
+    rewritten with, per key, the newest of the rows they hold and the new rows (written by
+    _spark_scd_switch_partitions). -#}
 {% macro _spark_scd1_rewrite_sql(target, new_rows, columns, keys, touched) %}
   {%- set state = changefeed._spark_scd_list(columns + ['changefeed_deleted', 'changefeed_bucket']) -%}
   {%- set sql -%}
@@ -86,7 +87,8 @@ from (
     select *, row_number() over (
         partition by {{ changefeed._spark_scd_list(keys) }} order by ulid desc, shard_id desc) as changefeed_rank
     from (
-        select {{ state }} from {{ target }} where changefeed_bucket in ({{ touched | join(', ') }})
+        select {{ state }} from {{ target }}
+        {%- if touched is not none %} where changefeed_bucket in ({{ touched | join(', ') }}){% endif %}
         union all
         select {{ state }} from ({{ new_rows }}) as changefeed_new
     ) as changefeed_both
@@ -173,7 +175,7 @@ where changefeed_copy = 1
 
 
 {#- History, parquet: the touched buckets with their versions recomputed (written by
-    _spark_scd_switch_buckets). -#}
+    _spark_scd_switch_partitions). -#}
 {% macro _spark_scd2_rewrite_sql(target, new_rows, columns, keys, touched) %}
   {%- set held = 'select * from ' ~ target ~ ' where changefeed_bucket in (' ~ touched | join(', ') ~ ')' -%}
   {{ return(changefeed._spark_scd2_versions_sql(held, new_rows, columns, keys)) }}

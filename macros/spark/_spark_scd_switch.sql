@@ -1,31 +1,34 @@
 {#-
-  The parquet apply of a state consumer (docs/protocol.md 11.8, S3): the touched buckets
-  are written whole into new directories, and each bucket's partition is then switched to
-  its new directory by one metastore call. A bucket's old directory is deleted only after
-  every touched bucket has been switched, so a kill at any moment leaves each bucket
-  either its old rows or its new ones, never neither (Spark's own dynamic partition
-  overwrite deletes a partition's directory before it renames the new one in).
+  The partition switch of a parquet state (docs/protocol.md 11.8, S3): the new partitions
+  are written whole into new directories, and each partition is then switched to its new
+  directory by one metastore call. A partition's old directory is deleted only after
+  every partition has been switched, so a kill at any moment leaves each partition either
+  its old rows or its new ones, never neither (Spark's own dynamic partition overwrite
+  deletes a partition's directory before it renames the new one in). The rewrite layout
+  switches buckets (changefeed_bucket) of the state table; the layers layout
+  (_spark_scd_layers.sql) adds a layer (changefeed_layer) of <state>__changefeed_layers.
 
-  Layout, under the state's location L:
-    L/changefeed_versions/changefeed_bucket=<b>/changefeed_write=<dbt invocation id>/
-  written through <state>__changefeed_next, an external table over L/changefeed_versions
-  partitioned by (changefeed_bucket, changefeed_write): each run writes fresh directories,
-  so no write ever deletes a directory a partition points to. The superseded directories
-  are deleted by dropping <state>__changefeed_superseded, a managed table whose
-  partitions are pointed at them (dropping a managed table deletes its partitions'
-  locations; there is no SQL to delete a directory). A run killed before that drop
-  leaves it to the next run; directories of a killed write that were never switched to
-  stay as debris (never read: readers list registered partitions only) until a
-  --full-refresh, which drops L with everything under it.
+  Layout, under the table's location L, for partition column <c>:
+    L/changefeed_versions/<c>=<value>/changefeed_write=<dbt invocation id>/
+  written through <table>__changefeed_next, an external table over L/changefeed_versions
+  partitioned by (<c>, changefeed_write): each run writes fresh directories, so no write
+  ever deletes a directory a partition points to. The superseded directories are deleted
+  by dropping <table>__changefeed_superseded, a managed table whose partitions are
+  pointed at them (dropping a managed table deletes its partitions' locations; there is
+  no SQL to delete a directory). A run killed before that drop leaves it to the next run;
+  directories of a killed write that were never switched to stay as debris (never read:
+  readers list registered partitions only) until a --full-refresh, which drops L with
+  everything under it.
 -#}
 {% macro _spark_scd_helper_relation(state, suffix) %}
   {{ return(state.incorporate(path={'identifier': state.identifier ~ suffix})) }}
 {% endmacro %}
 
 
-{#- Write `rows` (a select of whole touched buckets, the state's columns in table order) and
-    switch the state's partitions `touched` to them. -#}
-{% macro _spark_scd_switch_buckets(target, rows, touched) %}
+{#- Write `rows` (a select of whole partitions: the table's columns in table order, the
+    partition column `column` last) and switch the partitions `values` of `target` to
+    them; a partition of `values` that `rows` leaves empty is dropped. -#}
+{% macro _spark_scd_switch_partitions(target, column, rows, values) %}
   {%- set next = changefeed._spark_scd_helper_relation(target, '__changefeed_next') -%}
   {%- set superseded = changefeed._spark_scd_helper_relation(target, '__changefeed_superseded') -%}
   {#-- a killed run's superseded table holds only directories it had already switched away from --#}
@@ -35,25 +38,22 @@
   {%- set location = changefeed._spark_table_location(target) -%}
   {%- set versions = location ~ '/changefeed_versions' -%}
   {%- set write = invocation_id | replace('-', '') -%}
-  {%- set existing = [] -%}
-  {%- for row in run_query('show partitions ' ~ target).rows -%}
-    {%- do existing.append((row[0] | string).partition('=')[2] | int) -%}
-  {%- endfor -%}
+  {%- set existing = changefeed._spark_partition_values(target) -%}
   {%- set old = {} -%}
-  {%- for bucket in touched | map('int') if bucket in existing -%}
-    {%- do old.update({bucket: changefeed._spark_partition_location(target, bucket)}) -%}
+  {%- for value in values | map('int') if value in existing -%}
+    {%- do old.update({value: changefeed._spark_partition_location(target, column, value)}) -%}
   {%- endfor -%}
 
   {#-- 1. the new directories, complete before any partition points at them --#}
-  {%- do run_query('create table ' ~ next ~ ' (' ~ changefeed._spark_scd_next_columns(target)
-      ~ ') using parquet partitioned by (changefeed_bucket, changefeed_write) location '
+  {%- do run_query('create table ' ~ next ~ ' (' ~ changefeed._spark_scd_next_columns(target, column)
+      ~ ') using parquet partitioned by (' ~ column ~ ', changefeed_write) location '
       ~ changefeed._spark_sql_string(versions)) -%}
   {%- do run_query('set spark.sql.sources.partitionOverwriteMode = DYNAMIC') -%}
   {%- call statement('main') -%}
-insert overwrite table {{ next }} partition (changefeed_bucket, changefeed_write)
+insert overwrite table {{ next }} partition ({{ column }}, changefeed_write)
 select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
   {%- endcall -%}
-  {#-- a bucket left without rows (a re-processing run can remove keys) has no directory --#}
+  {#-- a partition left without rows (a re-processing run can remove keys) has no directory --#}
   {%- set written = [] -%}
   {%- for row in run_query('show partitions ' ~ next).rows -%}
     {%- set parts = (row[0] | string).split('/') -%}
@@ -63,29 +63,30 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
   {%- endfor -%}
   {%- do run_query('drop table ' ~ next) -%}
 
-  {#-- 2. the switch: one metastore call per bucket, each atomic --#}
-  {%- for bucket in touched | map('int') -%}
+  {#-- 2. the switch: one metastore call per partition, each atomic --#}
+  {%- for value in values | map('int') -%}
+    {%- set spec = 'partition (' ~ column ~ ' = ' ~ value ~ ')' -%}
     {%- set path = changefeed._spark_sql_string(
-        versions ~ '/changefeed_bucket=' ~ bucket ~ '/changefeed_write=' ~ write) -%}
-    {%- if bucket not in written -%}
+        versions ~ '/' ~ column ~ '=' ~ value ~ '/changefeed_write=' ~ write) -%}
+    {%- if value not in written -%}
       {#-- dropping a managed table's partition deletes its directory too --#}
-      {%- do run_query('alter table ' ~ target ~ ' drop if exists partition (changefeed_bucket = ' ~ bucket ~ ')') -%}
-      {%- do old.pop(bucket, none) -%}
-    {%- elif bucket in old -%}
-      {%- do run_query('alter table ' ~ target ~ ' partition (changefeed_bucket = ' ~ bucket ~ ') set location ' ~ path) -%}
+      {%- do run_query('alter table ' ~ target ~ ' drop if exists ' ~ spec) -%}
+      {%- do old.pop(value, none) -%}
+    {%- elif value in old -%}
+      {%- do run_query('alter table ' ~ target ~ ' ' ~ spec ~ ' set location ' ~ path) -%}
     {%- else -%}
-      {%- do run_query('alter table ' ~ target ~ ' add partition (changefeed_bucket = ' ~ bucket ~ ') location ' ~ path) -%}
+      {%- do run_query('alter table ' ~ target ~ ' add ' ~ spec ~ ' location ' ~ path) -%}
     {%- endif -%}
   {%- endfor -%}
 
   {#-- 3. delete the directories no partition points at any more --#}
   {%- if old -%}
     {%- set parts = [] -%}
-    {%- for bucket, path in old.items() -%}
-      {%- do parts.append('partition (changefeed_bucket = ' ~ bucket ~ ') location ' ~ changefeed._spark_sql_string(path)) -%}
+    {%- for value, path in old.items() -%}
+      {%- do parts.append('partition (changefeed_part = ' ~ value ~ ') location ' ~ changefeed._spark_sql_string(path)) -%}
     {%- endfor -%}
-    {%- do run_query('create table ' ~ superseded ~ ' (changefeed_unused int, changefeed_bucket int)'
-        ~ ' using parquet partitioned by (changefeed_bucket)') -%}
+    {%- do run_query('create table ' ~ superseded ~ ' (changefeed_unused int, changefeed_part bigint)'
+        ~ ' using parquet partitioned by (changefeed_part)') -%}
     {#-- its own location must exist, or the drop logs "Failed to delete" (11.5) --#}
     {%- do run_query('truncate table ' ~ superseded) -%}
     {%- do run_query('alter table ' ~ superseded ~ ' add ' ~ parts | join(' ')) -%}
@@ -94,20 +95,33 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
 {% endmacro %}
 
 
-{#- The columns of <state>__changefeed_next: the state's, then the write's id (the state's
-    types, read from the table so that the write keeps them exactly). -#}
-{% macro _spark_scd_next_columns(target) %}
+{#- The values of a table's single integer partition column, from the metastore. -#}
+{% macro _spark_partition_values(relation) %}
+  {%- set values = [] -%}
+  {%- for row in run_query('show partitions ' ~ relation).rows -%}
+    {%- do values.append((row[0] | string).partition('=')[2] | int) -%}
+  {%- endfor -%}
+  {{ return(values) }}
+{% endmacro %}
+
+
+{#- The columns of <table>__changefeed_next: the table's, the partition column `column`
+    last, then the write's id (the table's types, read from it so that the write keeps
+    them exactly). -#}
+{% macro _spark_scd_next_columns(target, column) %}
   {%- set columns = [] -%}
+  {%- set partition = [] -%}
   {%- set listing = namespace(done=false) -%}
   {%- for row in run_query('describe table ' ~ target).rows -%}
     {%- set name = row[0] | string | trim -%}
     {#-- the columns come first, then '# Partition Information' --#}
     {%- if name == '' or name.startswith('#') -%}{%- set listing.done = true -%}{%- endif -%}
-    {%- if not listing.done and name | lower != 'changefeed_bucket' -%}
-      {%- do columns.append(adapter.quote(name) ~ ' ' ~ (row[1] | string)) -%}
+    {%- if not listing.done -%}
+      {%- set typed = adapter.quote(name) ~ ' ' ~ (row[1] | string) -%}
+      {%- do (partition if name | lower == column else columns).append(typed) -%}
     {%- endif -%}
   {%- endfor -%}
-  {{ return((columns + ['changefeed_bucket int', 'changefeed_write string']) | join(', ')) }}
+  {{ return((columns + partition + ['changefeed_write string']) | join(', ')) }}
 {% endmacro %}
 
 
@@ -121,14 +135,14 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
 {% endmacro %}
 
 
-{% macro _spark_partition_location(relation, bucket) %}
+{% macro _spark_partition_location(relation, column, value) %}
   {%- set rows = run_query("show table extended in " ~ relation.schema ~ " like '" ~ relation.identifier
-      ~ "' partition (changefeed_bucket = " ~ bucket ~ ")").rows -%}
+      ~ "' partition (" ~ column ~ " = " ~ value ~ ")").rows -%}
   {%- for line in (rows[0][-1] | string).splitlines() if line.startswith('Location:') -%}
     {{ return(line[9:] | trim) }}
   {%- endfor -%}
   {{ exceptions.raise_compiler_error(
-      "changefeed: could not find the location of partition changefeed_bucket=" ~ bucket ~ " of " ~ relation) }}
+      "changefeed: could not find the location of partition " ~ column ~ "=" ~ value ~ " of " ~ relation) }}
 {% endmacro %}
 
 

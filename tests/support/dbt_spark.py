@@ -71,7 +71,7 @@ def _on_sql(hook: Callable[[str], None]) -> Iterator[None]:
 @contextlib.contextmanager
 def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]:
     """Spark's ``sql`` raises, without running it, on every statement matching ``pattern``
-    after the first ``let_through`` of each table (the pattern's first group)."""
+    after the first ``let_through`` of each table (the pattern's first group that matched)."""
     hit: list[str] = []
     passed: dict[str, int] = {}
     regex = re.compile(pattern or "(?!)", re.IGNORECASE | re.DOTALL)
@@ -79,7 +79,7 @@ def failing_at(pattern: str | None, let_through: int = 0) -> Iterator[list[str]]
     def fail(query: str) -> None:
         found = regex.search(query)
         if found:
-            table = found.group(1) if regex.groups else ""
+            table = next((group for group in found.groups() if group), "")
             passed[table] = passed.get(table, 0) + 1
             if passed[table] > let_through:
                 hit.append(query)
