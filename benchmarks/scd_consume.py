@@ -242,7 +242,7 @@ def main() -> int:
         "window's rows as a new layer and points the model's view at it, so its cost "
         "follows the new events; the price is paid by readers (the view resolves the "
         "layers: the row 'a reader counting the state's live rows') and by the run that "
-        "compacts the layers once every `max_layers - 1` runs (here `max_layers=2`, so the "
+        "compacts the layers once every `max_layers` runs (here `max_layers=2`, so the "
         "second batch's run compacts; the default is 16). Wall "
         "times on a shared 2-core machine vary between runs with the load average (compare "
         "the rows of one run).",

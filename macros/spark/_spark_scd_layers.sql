@@ -28,10 +28,14 @@
 {% endmacro %}
 
 
-{#- 'view', 'table' or none: what the catalog holds under the model's name. -#}
-{% macro _spark_scd_relation_kind(relation) %}
+{#- 'view', 'table' or none: what the catalog holds under the model's name. Views are
+    looked for on parquet only: the layers are in Spark's own catalog, and a table
+    format's catalog (Iceberg's, for one) need not support SHOW VIEWS. -#}
+{% macro _spark_scd_relation_kind(relation, file_format) %}
   {%- set like = " in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'" -%}
-  {%- if run_query('show views' ~ like).rows | length > 0 -%}{{ return('view') }}{%- endif -%}
+  {%- if file_format == 'parquet' and run_query('show views' ~ like).rows | length > 0 -%}
+    {{ return('view') }}
+  {%- endif -%}
   {%- if run_query('show tables' ~ like).rows | length > 0 -%}{{ return('table') }}{%- endif -%}
   {{ return(none) }}
 {% endmacro %}
@@ -83,7 +87,7 @@ left anti join {{ layers }} as changefeed_base
         ~ changefeed._spark_scd_list(columns + ['changefeed_deleted', 'changefeed_bucket'])
         ~ ', cast(0 as bigint) as changefeed_layer from (' ~ new_rows ~ ') as changefeed_new where false') -%}
   {%- endif -%}
-  {%- if changefeed._spark_scd_relation_kind(target) is none -%}
+  {%- if changefeed._spark_scd_relation_kind(target, 'parquet') is none -%}
     {%- do changefeed._spark_scd_layers_point_view(target, columns, keys, 0) -%}
   {%- endif -%}
 {% endmacro %}

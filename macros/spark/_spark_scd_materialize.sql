@@ -18,7 +18,7 @@
     {%- do changefeed._spark_check_partition_management(materialization) -%}
   {%- endif -%}
   {%- set layered = rules.layout == 'layers' -%}
-  {%- set kind = changefeed._spark_scd_relation_kind(this) -%}
+  {%- set kind = changefeed._spark_scd_relation_kind(this, file_format) -%}
   {%- if kind is not none and kind != ('view' if layered else 'table') and not full_refresh -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: model '" ~ model.name ~ "' was built "
