@@ -69,7 +69,8 @@ from {{ changefeed.feed_events(source('landing', 'orders_feed'), this) }} as e
 
 #: a parquet state's second partition switch (macros/spark/_spark_scd_switch.sql), and a
 #: layered state's drop of its older layers after a compaction, once its view points at
-#: the compacted layer (macros/spark/_spark_scd_layers.sql); group 1 or 2: the model
+#: the compacted layer, which follows the view's move to it (macros/spark/_spark_scd_layers.sql);
+#: the first group that matches names the model
 SECOND_SWITCH = (
     r"\balter table (?:(\S+) partition \(changefeed_bucket = \d+\) set location "
     r"|(\S+?)__changefeed_layers drop if exists partition \(changefeed_layer )"

@@ -27,13 +27,10 @@
   {%- if listed.rows | length == 0 -%}{{ return(none) }}{%- endif -%}
   {%- set columns = 'changefeed_batch, changefeed_feed_batch, changefeed_buckets' -%}
   {%- if file_format == 'parquet' -%}
-    {%- set newest = namespace(batch=0) -%}
-    {%- for row in run_query('show partitions ' ~ cursor).rows -%}
-      {%- set value = (row[0] | string).partition('=')[2] | int -%}
-      {%- if value > newest.batch -%}{%- set newest.batch = value -%}{%- endif -%}
-    {%- endfor -%}
-    {%- if newest.batch == 0 -%}{{ return(none) }}{%- endif -%}
-    {%- set sql = 'select ' ~ columns ~ ' from ' ~ cursor ~ ' where changefeed_batch = ' ~ newest.batch -%}
+    {%- set batches = changefeed._spark_partition_values(cursor) -%}
+    {%- set newest = batches | max if batches else 0 -%}
+    {%- if newest == 0 -%}{{ return(none) }}{%- endif -%}
+    {%- set sql = 'select ' ~ columns ~ ' from ' ~ cursor ~ ' where changefeed_batch = ' ~ newest -%}
   {%- else -%}
     {%- set sql = 'select ' ~ columns ~ ' from ' ~ cursor ~ ' order by changefeed_batch desc limit 1' -%}
   {%- endif -%}

@@ -76,8 +76,8 @@ left anti join {{ layers }} as changefeed_base
 
 
 {#- The empty layers table (the select's columns, changefeed_deleted, changefeed_bucket,
-    then the partition column changefeed_layer) and the view over it. -#}
-{% macro _spark_scd_layers_create(target, new_rows, columns, keys) %}
+    then the partition column changefeed_layer) and, unless `view_exists`, the view over it. -#}
+{% macro _spark_scd_layers_create(target, new_rows, columns, keys, view_exists) %}
   {%- set layers = changefeed._spark_scd_layers_relation(target) -%}
   {%- if run_query("show tables in " ~ layers.schema ~ " like '" ~ layers.identifier ~ "'").rows | length == 0 -%}
     {%- if (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
@@ -87,7 +87,7 @@ left anti join {{ layers }} as changefeed_base
         ~ changefeed._spark_scd_list(columns + ['changefeed_deleted', 'changefeed_bucket'])
         ~ ', cast(0 as bigint) as changefeed_layer from (' ~ new_rows ~ ') as changefeed_new where false') -%}
   {%- endif -%}
-  {%- if changefeed._spark_scd_relation_kind(target, 'parquet') is none -%}
+  {%- if not view_exists -%}
     {%- do changefeed._spark_scd_layers_point_view(target, columns, keys, 0) -%}
   {%- endif -%}
 {% endmacro %}

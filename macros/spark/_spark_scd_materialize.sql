@@ -84,7 +84,9 @@
 
   {#-- 4. A first write creates the empty state; every write is then the same guarded statement --#}
   {%- if layered -%}
-    {%- do changefeed._spark_scd_layers_create(target, new_rows, columns, rules.key_columns) -%}
+    {#-- the view is gone after a full refresh (step 3) --#}
+    {%- do changefeed._spark_scd_layers_create(target, new_rows, columns, rules.key_columns,
+        view_exists=(kind == 'view' and not full_refresh)) -%}
   {%- elif run_query("show tables in " ~ target.schema ~ " like '" ~ target.identifier ~ "'").rows | length == 0 -%}
     {%- if file_format == 'parquet' and (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
       {%- do changefeed._spark_clear_orphan_location(target) -%}
