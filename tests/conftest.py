@@ -72,6 +72,7 @@ SPARK_LANE = (
     "tests/test_spark_consumer_window.py",
     "tests/test_landing_continuous.py",
     "tests/test_spark_row_images.py",
+    "tests/test_spark_key_order.py",
     "tests/test_udfs_older_pyspark.py",
     "tests/test_spark_udfs.py",
     "tests/test_local_spark.py",

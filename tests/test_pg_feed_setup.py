@@ -80,11 +80,11 @@ def test_feed_statements_render_without_a_database_round_trip(dbt: Any) -> None:
 def test_teardown_drops_every_routine_that_setup_creates(dbt: Any) -> None:
     """_postgres_routine_kinds is the one list of routines: setup creates each kind with its
     _postgres_routine_<kind> macro, and the teardown statement drops every one of them."""
-    capture = "'protocol_version': 2, 'capture': 'trigger', 'shard': '(id % 3)'"
+    capture = "'protocol_version': 3, 'capture': 'trigger', 'shard': '(id % 3)'"
     specs = [
         SPEC.replace("MODE", "'blocking'"),
         SPEC.replace("MODE", "'outbox'"),
-        SPEC.replace("MODE", "'outbox'").replace("'protocol_version': 2", capture),
+        SPEC.replace("MODE", "'outbox'").replace("'protocol_version': 3", capture),
     ]
     rendered = dbt.render_many(
         [
@@ -137,7 +137,7 @@ def test_setup_creates_every_object_then_a_second_setup_is_a_no_op(
     assert row["key_signature"] == '"order_id" bigint'
     assert row["keys"] == [{"name": "order_id", "data_type": "bigint", "collation": None}]
     assert row["options"] == {"stall_timeout_ms": 5000, "lock_probe_ms": 20, "block_bits": 36}
-    assert row["protocol_version"] == 2
+    assert row["protocol_version"] == 3
     names = dict(row["names"])
     assert names["writer_role"] == "changefeed_writer:postgres.cf_setup.orders"
     assert names["guc"].startswith("changefeed.w") and len(names["guc"]) == len("changefeed.w") + 32
@@ -242,7 +242,7 @@ def test_upgrade_replaces_routines_and_an_old_protocol_version_asks_for_it(
     after = object_oids(admin, names)
     assert after == before  # same identities: in-flight calls survive an upgrade
     assert _catalog_versions(admin, after)["read_feed"] != versions["read_feed"]  # rewritten
-    assert registry_row(admin, "cf_upgrade.orders")["protocol_version"] == 2  # type: ignore[index]
+    assert registry_row(admin, "cf_upgrade.orders")["protocol_version"] == 3  # type: ignore[index]
     assert "nothing to do" in setup_feed(dbt, "cf_upgrade", "orders", "blocking")[0]
     with pytest.raises(DbtError, match="registered with mode blocking"):
         upgrade_feed(dbt, "cf_upgrade", "orders", "outbox")

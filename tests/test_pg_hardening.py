@@ -38,7 +38,7 @@ from changefeed.client.errors import translate
 
 pytestmark = pytest.mark.postgres
 
-CAPTURE = "'protocol_version': 2, 'capture': 'trigger', 'shard': '(id % 3)'"
+CAPTURE = "'protocol_version': 3, 'capture': 'trigger', 'shard': '(id % 3)'"
 
 # Words that look like calls but are SQL or PL/pgSQL syntax, not function lookups.
 _SYNTAX = frozenset(
@@ -128,7 +128,7 @@ def test_caller_rights_routines_qualify_every_operator_and_function(dbt: Any) ->
             + ") %}{{ s }}\n;;\n{% endfor %}"
             for spec in (
                 RENDER_SPEC.replace("MODE", "'blocking'"),
-                RENDER_SPEC.replace("MODE", "'outbox'").replace("'protocol_version': 2", CAPTURE),
+                RENDER_SPEC.replace("MODE", "'outbox'").replace("'protocol_version': 3", CAPTURE),
             )
         ],
         "postgres",

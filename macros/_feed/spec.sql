@@ -388,7 +388,7 @@
 
 {#- Bumped whenever generated procedures change in a way that needs `upgrade_feed`. -#}
 {% macro _feed_protocol_version() %}
-  {{ return(2) }}
+  {{ return(3) }}
 {% endmacro %}
 
 

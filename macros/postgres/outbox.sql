@@ -9,8 +9,11 @@
     mover lock (a transaction advisory lock, waited for at most stall_timeout_ms; if another
     mover holds it longer, this call moves nothing), in the caller's transaction (a CALL in
     autocommit is its own short transaction):
-    1. take the committed outbox rows' source transactions in order of their smallest
-       order_sequence: every transaction with a row among the first max_rows rows, whole;
+    1. take the committed outbox rows' source transactions in order of their largest
+       order_sequence, whole, until max_rows rows (at least one transaction): a transaction
+       that changed a key after another committed it wrote its outbox row later, so it
+       comes later (invariant O8). They are found among the first max_rows rows (or twice
+       as many, until one transaction lies wholly among them);
     2. give each one block, its time the running maximum of max(time_hint) and the state;
     3. insert the events, delete exactly the moved outbox rows, advance the state row.
     Row counts are checked: inserted = deleted = selected, or the move fails. -#}
@@ -24,6 +27,8 @@ declare
   -- key column of the outbox or feed table can shadow it.
   v_shard integer := p_shard_id;
   v_max_rows integer := p_max_rows;
+  v_window bigint;
+  v_seen bigint;
   v_state record;
   v_txids xid8[];
   v_hints bigint[];
@@ -71,20 +76,36 @@ begin
   select st.time_ms, st.ulid_high, st.ulid_low into v_state
     from {{ q['state'] }} as st where st.shard_id = cf.v_shard for update;
 
-  select pg_catalog.array_agg(t.txid order by t.first_sequence),
-         pg_catalog.array_agg(t.hint_ms order by t.first_sequence),
-         pg_catalog.array_agg(t.n order by t.first_sequence),
-         pg_catalog.sum(t.n)
-    into v_txids, v_hints, v_counts, v_total
-    from (select o.txid, pg_catalog.min(o.order_sequence) as first_sequence,
-                 {{ changefeed._postgres_sql_epoch_ms('pg_catalog.max(o.time_hint)') }} as hint_ms,
-                 pg_catalog.count(*) as n
-            from {{ q['outbox'] }} as o
-           where o.shard_id = cf.v_shard
-             and o.txid in (select w.txid from {{ q['outbox'] }} as w
-                             where w.shard_id = cf.v_shard
-                             order by w.order_sequence limit cf.v_max_rows)
-           group by o.txid) as t;
+  -- O8: in order of each transaction's largest order_sequence, a prefix of that order.
+  -- The transactions whose rows all lie among the first v_window rows are exactly those
+  -- whose largest order_sequence is at most the window's last one, so they are a prefix;
+  -- found through the (shard_id, txid) index, without reading the rest of the outbox. A
+  -- window that holds no whole transaction (a long one, interleaved) is doubled.
+  v_window := cf.v_max_rows;
+  loop
+    with w as (select h.txid, h.order_sequence from {{ q['outbox'] }} as h
+                where h.shard_id = cf.v_shard order by h.order_sequence limit cf.v_window),
+         r as (select o.txid, pg_catalog.max(o.order_sequence) as last_sequence,
+                      {{ changefeed._postgres_sql_epoch_ms('pg_catalog.max(o.time_hint)') }} as hint_ms,
+                      pg_catalog.count(*) as n
+                 from {{ q['outbox'] }} as o
+                where o.shard_id = cf.v_shard and o.txid in (select w.txid from w)
+                group by o.txid),
+         t as (select r.txid, r.last_sequence, r.hint_ms, r.n,
+                      pg_catalog.sum(r.n) over (order by r.last_sequence
+                                                rows between unbounded preceding and current row) as running
+                 from r
+                where r.last_sequence <= (select pg_catalog.max(w.order_sequence) from w))
+    select pg_catalog.array_agg(t.txid order by t.last_sequence) filter (where t.running - t.n < cf.v_max_rows),
+           pg_catalog.array_agg(t.hint_ms order by t.last_sequence) filter (where t.running - t.n < cf.v_max_rows),
+           pg_catalog.array_agg(t.n order by t.last_sequence) filter (where t.running - t.n < cf.v_max_rows),
+           pg_catalog.sum(t.n) filter (where t.running - t.n < cf.v_max_rows),
+           (select pg_catalog.count(*) from w)
+      into v_txids, v_hints, v_counts, v_total, v_seen
+      from t;
+    exit when v_txids is not null or v_seen < v_window;
+    v_window := v_window * 2;
+  end loop;
   if v_txids is null then
     return;
   end if;

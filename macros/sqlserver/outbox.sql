@@ -1,9 +1,12 @@
 {#-
   T-SQL fragment (outbox mode; protocol section 5): move committed outbox rows of shard
   @shard_id into the feed, in one short transaction of its own under the mover lock.
-  Whole source transactions are taken, in order of their first order_sequence, until
-  @page_size events (a larger single transaction is taken whole); each gets one block, at
-  the running maximum of the time hints and the state's time.
+  Whole source transactions are taken, in order of their largest order_sequence (a
+  transaction that changed a key after another committed it wrote its outbox row later, so
+  it comes later: invariant O8), until @page_size events (a larger single transaction is
+  taken whole); they are found among the first @page_size rows (or twice as many, until
+  one transaction lies wholly among them). Each gets one block, at the running maximum of
+  the time hints and the state's time.
 -#}
 {% macro _sqlserver_sql_move_outbox(c, depth=0) -%}
 {%- set p = ' ' * depth -%}
@@ -23,19 +26,38 @@ begin try
 
 {{ p }}    -- Committed source transactions only: an uncommitted writer's rows are locked and
 {{ p }}    -- skipped (readpast), and are moved by a later call, above the head (invariant O3).
-{{ p }}    delete from @groups;
+{{ p }}    -- In order of each one's largest order_sequence (O8), a prefix of that order: the
+{{ p }}    -- transactions whose rows all lie among the first @window rows are exactly those whose
+{{ p }}    -- largest order_sequence is at most the window's last one; found through the
+{{ p }}    -- (shard_id, txid) index. A window that holds no whole transaction is doubled.
 {{ p }}    delete from @taken;
-{{ p }}    insert into @groups (grp, txid, events, max_hint)
-{{ p }}    select row_number() over (order by min(o.order_sequence)), o.txid, count(*), max(o.time_hint)
-{{ p }}    from {{ n.outbox.sql }} as o with (readcommittedlock, readpast)
-{{ p }}    where
-{{ p }}        o.shard_id = @shard_id
-{{ p }}        and o.txid in (
-{{ p }}            select top (@page_size) h.txid
+{{ p }}    set @window = @page_size;
+{{ p }}    while 1 = 1
+{{ p }}    begin
+{{ p }}        delete from @groups;
+{{ p }}        with w as (
+{{ p }}            select top (@window) h.txid, h.order_sequence
 {{ p }}            from {{ n.outbox.sql }} as h with (readcommittedlock, readpast)
 {{ p }}            where h.shard_id = @shard_id
 {{ p }}            order by h.order_sequence)
-{{ p }}    group by o.txid;
+{{ p }}        insert into @groups (grp, txid, events, max_hint)
+{{ p }}        select row_number() over (order by max(o.order_sequence)), o.txid, count(*), max(o.time_hint)
+{{ p }}        from {{ n.outbox.sql }} as o with (readcommittedlock, readpast)
+{{ p }}        where o.shard_id = @shard_id and o.txid in (select w.txid from w)
+{{ p }}        group by o.txid
+{{ p }}        having max(o.order_sequence) <= (select max(w.order_sequence) from w);
+{{ p }}        if @@rowcount > 0
+{{ p }}            break;
+{{ p }}        select @seen = count(*)
+{{ p }}        from (
+{{ p }}            select top (@window) h.order_sequence
+{{ p }}            from {{ n.outbox.sql }} as h with (readcommittedlock, readpast)
+{{ p }}            where h.shard_id = @shard_id
+{{ p }}            order by h.order_sequence) as w;
+{{ p }}        if @seen < @window
+{{ p }}            break;
+{{ p }}        set @window = @window * 2;
+{{ p }}    end;
 
 {{ p }}    with running as (
 {{ p }}        select grp, sum(events) over (order by grp rows between unbounded preceding and current row) as total

@@ -42,6 +42,8 @@ begin
         @b_start bigint,
         @grp int,
         @groups_count int,
+        @window bigint,
+        @seen bigint,
         @events int,
         @progress bigint
 {%- endif %};

@@ -5,12 +5,14 @@ set up from their rendered batches (tests/support/sqlserver_matrix.py)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from tests.support.sqlserver_live import (
     LiveFeed,
     Server,
+    Threads,
     block_of,
     expect_error,
     lit,
@@ -242,3 +244,40 @@ def test_a_changed_key_column_stops_the_writes_until_setup_runs_again(
     assert feed.setup(conn) == "unchanged"
     run(conn, insert)
     assert [sku for _, sku, _ in outbox_keys(conn, feed)] == ["new key"]
+
+
+def test_one_keys_events_follow_the_order_its_writes_took_effect(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """O8: transaction a writes a row of its own, then waits for key k's lock until b, which
+    updated k, commits; a then updates k and commits. The feed must list b's event of k
+    before a's, though a took the smaller first order_sequence."""
+    feed: LiveFeed = fresh("outbox_trigger")
+    table = source(feed)
+    shard = shard_of(conn, "k")
+    marker = next(s for s in (f"m{i}" for i in range(200)) if shard_of(conn, s) == shard)
+    run(conn, f"begin transaction; insert into {table} (tenant_id, sku, version) values "
+              f"({lit(TENANT)}, N'k', 1); commit;")  # fmt: skip
+    with mssql.connection() as a, mssql.connection() as b:
+        a_session = int(scalar(a, "select @@spid;"))
+        run(a, f"begin transaction; insert into {table} (tenant_id, sku, version) values "
+               f"({lit(TENANT)}, {lit(marker)}, 1);")  # fmt: skip
+        run(b, f"begin transaction; update {table} set payload = N'b' where sku = N'k';")
+        threads = Threads()
+        threads.start(
+            run, a, f"update {table} set payload = N'a' where sku = N'k'; commit transaction;"
+        )
+        deadline = time.monotonic() + 20
+        while not scalar(
+            conn, "select count(*) from sys.dm_exec_requests "
+                  f"where session_id = {a_session} and blocking_session_id <> 0;"
+        ):  # fmt: skip
+            assert time.monotonic() < deadline, "a never waited for k's lock"
+            time.sleep(0.05)
+        run(b, "commit transaction;")
+        threads.join(60)
+    events = feed.read_all(conn, shard)
+    a_block = next(block_of(e.ulid) for e in events if e.key[1] == marker)
+    k_events = [block_of(e.ulid) == a_block for e in events if e.key[1] == "k"]
+    assert k_events == [False, False, True], "the insert, b's update, then a's update"
+    assert scalar(conn, f"select payload from {table} where sku = N'k';") == "a"

@@ -161,3 +161,21 @@ def test_concurrent_writers_and_racing_first_readers(fresh: Any, mssql: Server, 
         assert positions == list(range(positions[0], positions[0] + len(positions)))
         assert len({block_of(full[p].ulid) for p in positions}) == 1
     assert len({block_of(u) for u in ulids}) == len(where)
+
+
+def test_interleaved_transactions_are_moved_in_order_of_their_last_row(
+    fresh: Any, mssql: Server, conn: Any
+) -> None:
+    """O8: a's first outbox row comes before b's rows and its last after them; with a page
+    of one row the mover widens its window until a transaction lies wholly in it, and
+    moves b first, then a."""
+    feed: LiveFeed = fresh("outbox_int")
+    insert = f"insert into {feed.obj('outbox')} (shard_id, {feed.keys_sql}) values (0, "
+    with mssql.connection() as a:
+        run(a, f"begin transaction; {insert}1);")
+        feed.outbox_insert(conn, 0, [[2], [3]])
+        run(a, f"{insert}4); commit;")
+    first = feed.client.read_page(conn, 0, page_size=1)
+    assert [e.key[0] for e in first.events] == [2, 3], "b whole, before a"
+    rest = feed.read_all(conn, 0, first.cursor)
+    assert [e.key[0] for e in rest] == [1, 4]

@@ -85,7 +85,7 @@ def test_upgrade_from_protocol_1_abandons_pending_protocol_1_writes(
         run(writer, "begin transaction;\n" + feed.insert_events_sql(0, [[1]]))
         run(conn, f"update {registry.replace(' where', ' set protocol_version = 1 where')};")
         assert feed.upgrade(conn) == "upgraded"
-        assert scalar(conn, f"select protocol_version from {registry};") == 2
+        assert scalar(conn, f"select protocol_version from {registry};") == 3
         reason = scalar(
             conn,
             f"select end_reason from {feed.obj('session')} "

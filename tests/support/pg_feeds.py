@@ -25,7 +25,7 @@ RENDER_SPEC = (
     " 'source_table': 't', 'source_relation': '\"postgres\".\"cf_render\".\"t\"',"
     " 'schema': 'changefeed', 'mode': MODE, 'keys': [{'name': 'id', 'data_type': 'bigint',"
     " 'collation': none}], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20, 'block_bits': 36,"
-    " 'protocol_version': 2}"
+    " 'protocol_version': 3}"
 )
 
 

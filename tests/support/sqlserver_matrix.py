@@ -67,7 +67,7 @@ def spec(
         "stall_timeout_ms": stall_timeout_ms,
         "lock_probe_ms": lock_probe_ms,
         "block_bits": 36,
-        "protocol_version": 2,
+        "protocol_version": 3,
         **capture,
     }
 

@@ -377,7 +377,10 @@ class PostgresFeed(FeedClient):
         """Record changed keys in the outbox, in the connection's current transaction.
 
         Does not commit: the outbox rows commit (or roll back) with your transaction.
-        ``time_hint`` defaults to the transaction's start time.
+        ``time_hint`` defaults to the transaction's start time. Call it after the writes
+        it records, as below: the mover orders transactions by their last outbox row, and
+        that is the order of one key's writes only if each row follows its write
+        (docs/protocol.md, invariant O8).
 
         >>> # with conn.transaction():
         >>> #     conn.execute("update shop.items set ... where sku = %s", ("a",))

@@ -824,7 +824,9 @@ class SqlServerFeed(FeedClient):
         Does not commit: on an autocommit connection wrap it with your statements in
         ``begin transaction`` ... ``commit``; each statement alone commits by itself, and
         each commit becomes a block of its own. ``time_hint`` defaults to the insert's
-        ``sysutcdatetime()``.
+        ``sysutcdatetime()``. Call it after the writes it records: the mover orders
+        transactions by their last outbox row, and that is the order of one key's writes
+        only if each row follows its write (docs/protocol.md, invariant O8).
         """
         query = self.outbox_sql(conn, with_time_hint=time_hint is not None)
         shard = _checks.shard(shard)
