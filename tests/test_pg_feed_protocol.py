@@ -36,6 +36,7 @@ from changefeed.client import (
     PostgresFeed,
     UlidRangeError,
     WriteAbandoned,
+    WriteTransactionBroken,
     WrongMode,
 )
 
@@ -333,6 +334,86 @@ def test_update_state_and_commit_travel_as_one_simple_query(
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with connect(pg_uri) as other:
         assert len(_events(other, ORDERS, 17)) == 8
+
+
+_INSERT_ORDER = "insert into cf_proto.orders (order_id) values (%s)"
+
+
+def _written(admin: psycopg.Connection[Any], shard: int) -> tuple[list[int], list[int]]:
+    """The source rows of ``shard``'s order ids (``shard * 1000`` on) and its events' keys."""
+    rows = admin.execute(
+        "select order_id from cf_proto.orders where order_id / 1000 = %s order by 1", (shard,)
+    ).fetchall()
+    return [r[0] for r in rows], [e.key[0] for e in _events(admin, ORDERS, shard)]
+
+
+@pytest.mark.parametrize("autocommit", [True, False], ids=["autocommit", "no-autocommit"])
+def test_a_body_transaction_is_part_of_the_write(
+    pg_uri: str,
+    admin: psycopg.Connection[Any],
+    feeds: dict[str, dict[str, str]],
+    autocommit: bool,
+) -> None:
+    """A body's own ``with conn.transaction():`` is a savepoint in the write's transaction:
+    an exception after it leaves neither its rows nor their events; a body whose
+    transaction ends normally commits both, once."""
+    shard = 60 if autocommit else 61
+    base = shard * 1000
+    with connect(pg_uri, autocommit=autocommit) as c:
+        with pytest.raises(RuntimeError, match="after"), ORDERS.write(c, shard) as w:
+            with c.transaction():
+                c.execute(_INSERT_ORDER, (base + 1,))
+            w.insert_events([(base + 1,)])
+            raise RuntimeError("after the body's transaction")
+        with pytest.raises(RuntimeError, match="after"), ORDERS.write(c, shard) as w:
+            with c.transaction():
+                c.execute(_INSERT_ORDER, (base + 2,))
+                w.insert_events([(base + 2,)])
+            raise RuntimeError("after the body's transaction")
+        with ORDERS.write(c, shard) as w:  # a savepoint the body rolls back, and goes on
+            with pytest.raises(RuntimeError, match="inside"), c.transaction():
+                c.execute(_INSERT_ORDER, (base + 3,))
+                w.insert_events([(base + 3,)])
+                raise RuntimeError("inside the body's transaction")
+            with c.transaction():
+                c.execute(_INSERT_ORDER, (base + 4,))
+                w.insert_events([(base + 4,)])
+        assert c.autocommit is autocommit
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert _written(admin, shard) == ([base + 4], [base + 4])
+
+
+def test_a_body_cannot_end_the_write_transaction(
+    pg_uri: str, admin: psycopg.Connection[Any], feeds: dict[str, dict[str, str]]
+) -> None:
+    """conn.commit(), conn.rollback() and a change of autocommit in the body are refused
+    before they reach the server; psycopg.Rollback rolls the write back quietly; a COMMIT
+    sent as SQL cannot be stopped, but the write refuses to publish after it."""
+    shard = 62
+    base = shard * 1000
+    with connect(pg_uri, autocommit=False) as c:
+        ends = [c.commit, c.rollback, lambda: setattr(c, "autocommit", True)]
+        for n, end in enumerate(ends, start=1):
+            with pytest.raises(psycopg.ProgrammingError), ORDERS.write(c, shard) as w:
+                c.execute(_INSERT_ORDER, (base + n,))
+                w.insert_events([(base + n,)])
+                end()
+        with ORDERS.write(c, shard) as w:
+            c.execute(_INSERT_ORDER, (base + 10,))
+            w.insert_events([(base + 10,)])
+            raise psycopg.Rollback()
+        broken = pytest.raises(WriteTransactionBroken, match="ended the write's transaction")
+        with broken, ORDERS.write(c, shard) as w:
+            c.execute(_INSERT_ORDER, (base + 20,))
+            w.insert_events([(base + 20,)])
+            c.execute("commit")
+        with ORDERS.write(c, shard) as w:  # every write above released the lock
+            c.execute(_INSERT_ORDER, (base + 30,))
+            w.insert_events([(base + 30,)])
+        assert c.autocommit is False
+    # The SQL COMMIT committed the row with its event (the write, abandoned, holds back
+    # nothing); nothing else of the refused writes is left.
+    assert _written(admin, shard) == ([base + 20, base + 30], [base + 20, base + 30])
 
 
 # -- sessions, safe point, tombstones, burning ------------------------------------------------

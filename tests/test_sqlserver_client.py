@@ -34,6 +34,7 @@ from changefeed.client import (
     UlidRangeError,
     WriteAbandoned,
     WriteOutsideBlock,
+    WriteTransactionBroken,
     WrongMode,
 )
 from changefeed.client.sqlserver import registered_feeds
@@ -50,7 +51,17 @@ LOCK = (
     "begin transaction;\n"
     "select @w as write_id, @h as ulid_high, @l as ulid_low, @@spid as session_id;"
 )
-PUBLISH = "exec [changefeed].[update_state:shop.orders];\ncommit;"
+PUBLISH = (
+    "if @@trancount <> 1\n"
+    "begin\n"
+    "    declare @cf_message nvarchar(2048) = concat(N'changefeed: the write''s transaction is "
+    "at nesting level ', @@trancount, N', not 1: its body ended it (a COMMIT or ROLLBACK of "
+    "its own; what such a COMMIT committed stays) or left a BEGIN TRANSACTION of its own "
+    "open; update_state did not run: roll back and release');\n"
+    "    throw 51072, @cf_message, 1;\n"
+    "end;\n"
+    "exec [changefeed].[update_state:shop.orders];\ncommit;"
+)
 RELEASE = "if @@trancount > 0 rollback;\nexec [changefeed].[release:shop.orders];"
 
 
@@ -100,7 +111,7 @@ def test_a_write_is_one_lock_batch_the_events_and_one_publish_batch() -> None:
     client, server, conn = feed()
     locked(server)
     server.on(r"^insert into", ([], []))
-    server.on(r"^exec \[changefeed\]\.\[update_state", ([], []))
+    server.on(r"exec \[changefeed\]\.\[update_state", ([], []))
     with client.write(conn, 3, datetime(2030, 1, 2, 3, 4, 5)) as w:
         assert w.insert_events([(42,), (43,)]) == 2
     assert (w.write_id, w.session_id, w.first_ulid) == (
@@ -143,6 +154,24 @@ def test_an_abandoned_write_is_retryable_and_released() -> None:
         "(SQL Server error 51012)"
     )
     assert server.statements[-2:] == [PUBLISH, RELEASE]
+
+
+def test_a_body_that_ends_or_leaves_open_a_transaction_is_refused_and_released() -> None:
+    """The publish batch checks @@trancount = 1 before update_state: a body's own COMMIT
+    (level 0) or an unclosed BEGIN TRANSACTION (level 2) raises 51072 there, as
+    WriteTransactionBroken, and the write is rolled back and released."""
+    client, server, conn = feed()
+    locked(server)
+    server.on(r"^if @@trancount > 0", ([], []))
+    server.on(r"^if @@trancount <> 1", OperationalError(
+        51072, b"changefeed: the write's transaction is at nesting level 2, not 1: its body "
+        b"ended it (...) or left a BEGIN TRANSACTION of its own open; update_state did not "
+        b"run: roll back and release\nDB-Lib error message 20018, severity 16:\n"))  # fmt: skip
+    refused = pytest.raises(WriteTransactionBroken, match="nesting level 2")
+    with refused as caught, client.write(conn, 0):
+        pass
+    assert not caught.value.retryable
+    assert server.statements == [LOCK.format(shard=0, hint="NULL"), PUBLISH, RELEASE]
 
 
 def test_write_refuses_a_connection_in_a_transaction() -> None:

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from tests.support.sqlserver_live import (
     BLOCK,
     LiveFeed,
@@ -30,7 +31,7 @@ from tests.support.sqlserver_live import (
     scalar,
 )
 
-from changefeed.client import Event
+from changefeed.client import Event, WriteTransactionBroken
 
 
 def _ulid(high: bytes, low_: int) -> bytes:
@@ -79,6 +80,38 @@ def test_several_statements_in_one_write_never_overlap(fresh: Any, conn: Any) ->
     assert [r.key[0] for r in rows] == [10, 11, 12]
     assert [low(r.ulid) for r in rows] == [w.block_start, w.block_start + 1, w.block_start + 2]
     assert {block_of(r.ulid) for r in rows} == {(w.ulid_high, w.block_start >> 36)}
+
+
+def test_a_body_transaction_nests_in_the_write(fresh: Any, conn: Any) -> None:
+    """A body's own ``begin transaction`` ... ``commit`` nests in the write's: an exception
+    after it leaves neither its row nor its event, and a balanced one publishes once. A body
+    that leaves ``@@trancount`` at 2 (its own ``begin transaction`` open) or at 0 (a
+    ``commit`` of the write's transaction) is refused by the publish batch (51072), rolled
+    back and released; what that ``commit`` committed stays."""
+    feed: LiveFeed = fresh("blocking_int")
+    insert = "insert into [shop].[orders] (order_id) values ({});"
+    with pytest.raises(RuntimeError, match="after"), feed.client.write(conn, 0) as w:
+        run(conn, f"begin transaction;\n{insert.format(1)}\ncommit;")
+        w.insert_events([(1,)])
+        raise RuntimeError("after the body's transaction")
+    with feed.client.write(conn, 0) as w:
+        run(conn, f"begin transaction;\n{insert.format(2)}\ncommit;")
+        w.insert_events([(2,)])
+        conn.commit()  # pymssql on an autocommit connection: nothing is sent
+    left_open = pytest.raises(WriteTransactionBroken, match="nesting level 2")
+    with left_open, feed.client.write(conn, 0) as w:
+        run(conn, f"begin transaction;\n{insert.format(3)}")
+        w.insert_events([(3,)])
+    assert scalar(conn, "select @@trancount;") == 0
+    ended = pytest.raises(WriteTransactionBroken, match="nesting level 0")
+    with ended, feed.client.write(conn, 0) as w:
+        run(conn, insert.format(4))
+        w.insert_events([(4,)])
+        run(conn, "commit;")
+    feed.write(conn, 0, [[5]])  # each refused write was released
+    assert [r[0] for r in run(conn, "select order_id from [shop].[orders] order by 1;")] == [2, 4]
+    # The body's commit committed row 4 with its event; the released write holds back nothing.
+    assert [e.key[0] for e in feed.read_all(conn, 0)] == [2, 4, 5]
 
 
 def test_misuse_fails_clearly(fresh: Any, conn: Any) -> None:

@@ -38,6 +38,7 @@ from changefeed.client.errors import (
     WriteAbandoned,
     WriteInProgress,
     WriteOutsideBlock,
+    WriteTransactionBroken,
     WrongMode,
 )
 from changefeed.client.feed import Barrier, Event, Page, Retained, SafePoint, Snapshot
@@ -74,6 +75,7 @@ __all__ = [
     "WriteAbandoned",
     "WriteInProgress",
     "WriteOutsideBlock",
+    "WriteTransactionBroken",
     "WrongMode",
     "quote_mssql",
     "quote_pg",

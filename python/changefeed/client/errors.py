@@ -58,6 +58,14 @@ class WriteInProgress(ChangefeedError):
     sqlstate = "CF006"
 
 
+class WriteTransactionBroken(ChangefeedError):
+    """The body of ``write()`` ended the write's transaction itself (a ``COMMIT`` or
+    ``ROLLBACK`` sent as SQL) or, on SQL Server, left a ``BEGIN TRANSACTION`` of its own
+    open (error 51072): the write is rolled back and released; what a ``COMMIT`` of the
+    body committed stays committed. A body's own transactions must nest inside the
+    write's (docs/python-api.md, "Transactions in the body")."""
+
+
 class InvalidArgument(ChangefeedError):
     """CF007: an argument out of range (null shard, time hint outside the ULID range, ...)."""
 

@@ -58,6 +58,7 @@ from changefeed.client.errors import (
     FeedNotFound,
     InvalidArgument,
     LockInTransaction,
+    WriteTransactionBroken,
     translate,
 )
 from changefeed.client.feed import (
@@ -279,14 +280,24 @@ class PostgresFeed(FeedClient):
     def write(self, conn: Any, shard: int, time_hint: datetime | None = None) -> Iterator[Write]:
         """Run one transaction that writes events to ``shard`` (blocking mode).
 
-        Takes the shard's lock outside any transaction (the connection must be idle),
-        then yields a :class:`Write`; the body's statements run in one transaction.
-        On a normal exit, ``select update_state(); commit`` is sent as one query (one
-        round trip: the session row that update_state locks, which tells the next lock
-        holder that this write is committing, is never held across a round trip).
+        Takes the shard's lock outside any transaction (the connection must be idle), then
+        opens the write's transaction (psycopg's ``conn.transaction()``) and yields a
+        :class:`Write`: everything the body runs is in that transaction. On a normal exit,
+        ``select update_state(); commit`` is sent as one query (one round trip: the session
+        row that update_state locks, which tells the next lock holder that this write is
+        committing, is never held across a round trip).
         On an exception, or if that fails, the transaction is rolled back, the lock
         released, and the exception re-raised (a ``CF`` one as a
-        :class:`ChangefeedError`; ``retryable`` tells whether to run it again).
+        :class:`ChangefeedError`; ``retryable`` tells whether to run it again);
+        ``psycopg.Rollback`` rolls back and releases without an error.
+
+        The body may open transactions of its own with ``conn.transaction()``: each is a
+        savepoint in the write's transaction, so its rows commit with their events or not
+        at all. ``conn.commit()``, ``conn.rollback()`` and setting ``conn.autocommit`` in
+        the body raise ``psycopg.ProgrammingError`` before anything is sent (the write is
+        rolled back). A ``COMMIT`` or ``ROLLBACK`` sent as SQL cannot be stopped: never
+        send one; a body that leaves the transaction ended raises
+        :class:`WriteTransactionBroken` instead of publishing.
 
         The connection's autocommit setting is restored afterwards.
         """
@@ -302,6 +313,7 @@ class PostgresFeed(FeedClient):
             )
         previous_autocommit = conn.autocommit
         conn.autocommit = True
+        published = False
         try:
             # Everything from the lock call on is covered: the lock call may fail after it
             # committed the write (e.g. its routine was replaced mid-call), and without a
@@ -320,10 +332,35 @@ class PostgresFeed(FeedClient):
                     ulid_sql=self.ulid_sql(conn),
                     feed_table=info.q("feed"),
                 )
-                yield handle
-                # No parameters: psycopg sends this as one simple query, one round trip.
-                conn.execute(f"select {info.q('update_state')}(); commit", prepare=False)
+                # The write's transaction is open (BEGIN sent) before the body runs, and
+                # psycopg knows it owns it: a body's conn.transaction() becomes a savepoint,
+                # its conn.commit()/rollback() are refused, so no row of the body commits
+                # without update_state (protocol 4.4).
+                with conn.transaction():
+                    yield handle
+                    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                        raise WriteTransactionBroken(
+                            f"feed {self.feed_id} shard {shard}: the body of write() ended the "
+                            "write's transaction itself (a COMMIT or ROLLBACK sent as SQL), "
+                            "so the write is released, not published, and what that COMMIT "
+                            "committed stays; open a savepoint with conn.transaction() in "
+                            "the body instead"
+                        )
+                    # No parameters: psycopg sends this as one simple query, one round trip.
+                    # The begin gives psycopg's own closing COMMIT an empty transaction to
+                    # end (without it the server would log a warning for every write): one
+                    # round trip after the write committed, the price of the guard above.
+                    conn.execute(f"select {info.q('update_state')}(); commit; begin", prepare=False)
+                    published = True
+                if not published:  # the body raised psycopg.Rollback: psycopg rolled back
+                    self._abort(conn, info)
             except BaseException as exc:
+                if published:
+                    # The write committed; only psycopg's closing no-op failed (the
+                    # connection was lost just after): reporting it would get it retried.
+                    if isinstance(exc, psycopg.Error):
+                        return
+                    raise
                 self._abort(conn, info)
                 translated = translate(exc)
                 if translated is exc:

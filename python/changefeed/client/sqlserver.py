@@ -53,6 +53,7 @@ from changefeed.client.errors import (
     WriteAbandoned,
     WriteInProgress,
     WriteOutsideBlock,
+    WriteTransactionBroken,
 )
 from changefeed.client.feed import (
     Barrier,
@@ -544,6 +545,10 @@ def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]
 
 # -- errors --------------------------------------------------------------------------------
 
+#: The error number of :func:`publish_sql`'s refusal: PostgresFeed's WriteTransactionBroken.
+TRANSACTION_BROKEN = 51072
+
+
 #: The feed procedures' error numbers (docs/sqlserver.md, "Error numbers") as the exception
 #: classes PostgresFeed raises for the same refusal. Numbers not listed (51005, 51021,
 #: 51046, 51064: a lock not granted in time; 51011: update_state outside the writer's transaction,
@@ -561,6 +566,7 @@ _BY_NUMBER: dict[int, type[ChangefeedError]] = {
     51062: FellBehindRetention, 51063: InvalidArgument, 51065: InvalidArgument,
     51070: InvalidArgument, 51071: LockInTransaction,
     51066: WriteOutsideBlock,
+    TRANSACTION_BROKEN: WriteTransactionBroken,
     51068: CaptureLost,
     51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
     51055: SetupConflict, 51059: SetupConflict,
@@ -721,7 +727,19 @@ class SqlServerFeed(FeedClient):
         one batch (one round trip). On an exception, or if that fails, the transaction is
         rolled back, the write released, and the exception re-raised (a refusal of the
         procedures as a :class:`ChangefeedError`; ``retryable`` tells whether to run the
-        transaction again). Do not call ``conn.commit()`` in the body.
+        transaction again).
+
+        The body may open transactions of its own: ``begin transaction`` ... ``commit``
+        nests in the write's (SQL Server commits nothing before the outermost commit, the
+        publish batch's), and ``save transaction <name>`` / ``rollback transaction
+        <name>`` undo part of it; raise an exception to undo all of it. A ``commit`` with
+        no ``begin transaction`` of the body's own, or a ``rollback`` without a savepoint
+        name, ends the write's transaction, and a ``begin transaction`` left open would
+        keep it open after the publish: the publish batch checks that ``@@trancount`` is 1
+        first and otherwise raises :class:`WriteTransactionBroken` (51072), after which
+        the transaction is rolled back and the write released (what such a ``commit``
+        committed stays). pymssql's ``conn.commit()`` and ``conn.rollback()`` do nothing
+        on the autocommit connection the write needs.
         """
         info = self._require(conn, "blocking", "write")
         handle = self.lock(
@@ -1049,8 +1067,25 @@ def lock_sql(info: FeedInfo, begin: bool = True) -> str:
 
 
 def publish_sql(info: FeedInfo) -> str:
-    """``update_state`` and ``commit``: one batch, one round trip (protocol 4.4)."""
-    return f"exec {_object(info, 'update_state')};\ncommit;"
+    """``update_state`` and ``commit``: one batch, one round trip (protocol 4.4).
+
+    First it checks that the write's transaction is still open at nesting level 1: a
+    ``commit`` at level 0 would find nothing to commit (what the writer's own COMMIT
+    committed is out of reach), one at level 2 would commit nothing and leave the
+    transaction, with the published write, open until the session ends. Either refuses
+    with :data:`TRANSACTION_BROKEN`, before ``update_state``.
+    """
+    return (
+        "if @@trancount <> 1\n"
+        "begin\n"
+        "    declare @cf_message nvarchar(2048) = concat(N'changefeed: the write''s "
+        "transaction is at nesting level ', @@trancount, N', not 1: its body ended it (a "
+        "COMMIT or ROLLBACK of its own; what such a COMMIT committed stays) or left a BEGIN "
+        "TRANSACTION of its own open; update_state did not run: roll back and release');\n"
+        f"    throw {TRANSACTION_BROKEN}, @cf_message, 1;\n"
+        "end;\n"
+        f"exec {_object(info, 'update_state')};\ncommit;"
+    )
 
 
 def release_sql(info: FeedInfo) -> str:
