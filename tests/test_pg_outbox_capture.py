@@ -445,6 +445,76 @@ def test_hostile_names(
     assert triggers(admin, schema, table) == {}
 
 
+def generated_names(conn: psycopg.Connection[Any], names: dict[str, str]) -> set[str]:
+    """Every name the feed's generated routines bind in their queries, read from their
+    source as setup created them (so a new alias is covered without a list here): table
+    and column aliases, relation names, variables and parameters, and the image columns."""
+    bodies = "\n".join(r[0] for r in conn.execute(
+        "select p.prosrc from pg_catalog.pg_proc as p "
+        "where p.pronamespace = 'changefeed'::regnamespace and p.proname = any(%s)",
+        (list(names.values()),),
+    ).fetchall())  # fmt: skip
+    found = set(re.findall(r"\bas\s+([a-z_][a-z0-9_]*)", bodies))
+    for listed in re.findall(r"\bas\s+[a-z_][a-z0-9_]*\s*\(([a-z0-9_, ]+)\)", bodies):
+        found |= {name.strip() for name in listed.split(",")}
+    found |= set(re.findall(r"\b(?:from|join)\s+([a-z_][a-z0-9_]*)\b", bodies))
+    found |= set(re.findall(r"\b([vp]_[a-z0-9_]+)\b", bodies))
+    return found | {"row_image", "row_deleted", "cf_new", "cf_old"}
+
+
+@pytest.mark.parametrize("row_image", [False, True], ids=["keys", "images"])
+def test_source_columns_named_like_the_generated_sql(
+    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str, row_image: bool
+) -> None:
+    """No column name of the source changes what the capture means: a source whose key is
+    named like the old-row alias (o), whose shard column like the mover's (b), and with a
+    column for every other name the generated routines bind (n, the new-row alias, among
+    them), NULLs included, captures every change with the right keys and images."""
+    schema, table = "cf_capture", f"aliased_{row_image}".lower()
+    src = source(schema, table)
+    create_table(admin, schema, table, 'o bigint primary key, "b" int not null')
+    teardown_feed(dbt, schema, table)
+    options = {"capture": "trigger", "shard": '"b" % 2', "row_image": row_image}
+    setup_feed(dbt, schema, table, "outbox", **options)
+    names = dict((registry_row(admin, f"{schema}.{table}") or {})["names"])
+    columns = sorted(generated_names(admin, names) - {"o", "b"})
+    assert {"n", "o", "b", "f", "t", "st", "row_image"} <= {*columns, "o", "b"}, columns
+    for column in columns:
+        admin.execute(
+            sql.SQL("alter table {} add column {} text").format(src, sql.Identifier(column))
+        )
+    setup_feed(dbt, schema, table, "outbox", **options)  # its check runs over these columns
+
+    def rows() -> dict[int, Any]:
+        query = sql.SQL("select t.o, pg_catalog.to_jsonb(t.*) from {} as t").format(src)
+        return dict(admin.execute(query).fetchall())
+
+    every = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+    values = sql.SQL(", ").join(sql.Literal(f"v {c}") for c in columns)
+    nulls = sql.SQL(", ").join(sql.SQL("null::text") for _ in columns)
+    insert = "insert into {} (o, b, {}) select 1, 1, {} union all select 2, 0, {}"
+    admin.execute(sql.SQL(insert).format(src, every, values, nulls))
+    inserted = rows()
+    admin.execute(sql.SQL("update {} set ({}) = (select {}) where o = 1").format(src, every, nulls))
+    updated = rows()
+    admin.execute(sql.SQL("update {} set o = 3 where o = 2").format(src))
+    moved = rows()
+    admin.execute(sql.SQL("delete from {} where o = 1").format(src))
+    expected = {
+        1: [(1, inserted[1], False), (1, updated[1], False), (1, None, True)],
+        0: [(2, inserted[2], False), (2, None, True), (3, moved[3], False)],
+    }
+    feed = PostgresFeed(f"{schema}.{table}")
+    with connect(pg_uri) as conn:
+        for shard, events in expected.items():
+            feed.move_outbox(conn, shard)
+            got = [(e.key[0], e.image, e.deleted) for e in feed.read_page(conn, shard).events]
+            if not row_image:
+                events = [(key, None, None) for key, _, _ in events]
+            assert sorted(got, key=repr) == sorted(events, key=repr), shard
+    teardown_feed(dbt, schema, table)
+
+
 def test_without_a_trigger_insert_outbox_rides_in_the_writers_pipeline(
     dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
 ) -> None:

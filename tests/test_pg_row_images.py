@@ -16,11 +16,15 @@ the outbox.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any
 
 import psycopg
 import pytest
+from tests.support import row_image_types
 from tests.support.dbt_harness import DbtError
 from tests.support.pg_feeds import (
     as_role,
@@ -34,7 +38,13 @@ from tests.support.pg_feeds import (
 
 from changefeed.client import InvalidArgument, PostgresFeed
 from changefeed.client.postgres import load
-from changefeed.spark.source import open_backend, parse_connection
+from changefeed.spark.source import (
+    BatchBuilder,
+    ChangefeedSourceError,
+    RowLayout,
+    open_backend,
+    parse_connection,
+)
 from changefeed.spark.source._backend import SourceFeed
 from changefeed.spark.source._postgres import payload_page_sql
 from changefeed.spark.source._types import Column
@@ -219,3 +229,108 @@ def test_row_image_accepts_true_or_false_only(dbt: Any, admin: psycopg.Connectio
     ):
         setup_feed(dbt, SCHEMA, "bad", "outbox", row_image="yes")
     assert registry_row(admin, f"{SCHEMA}.bad") is None
+
+
+def _same(value: Any) -> Any:
+    """A value compared by what it is: NaN equal to NaN (nested in lists and dicts too)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, dict):
+        return {k: _same(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_same(v) for v in value]
+    return value
+
+
+def _payloads(admin: psycopg.Connection[Any], table: str) -> list[dict[str, Any]]:
+    """The payload of each event of cf_images.<table>, in ULID order, as the Spark source
+    builds it (its page SQL over the images, then its Arrow conversion)."""
+    columns = admin.execute(
+        "select a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
+        "from pg_catalog.pg_attribute as a where a.attrelid = %s::regclass and a.attnum > 0 "
+        "and not a.attisdropped order by a.attnum",
+        (f"{SCHEMA}.{table}",),
+    ).fetchall()
+    payload = tuple(Column(str(n), str(t)) for n, t in columns)
+    source = SourceFeed(load(admin, f"{SCHEMA}.{table}", "changefeed"), payload, images=True)
+    rows = admin.execute(payload_page_sql(source), (0, bytes(16), 100)).fetchall()
+    batch = BatchBuilder(RowLayout("postgres", source.keys, payload)).build(rows)
+    return [dict(p) for p in batch.column("payload").to_pylist()]
+
+
+def test_images_of_every_value_agree_on_both_writer_paths_and_read_back(
+    dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
+) -> None:
+    """Infinities, NaN, 40-digit numerics, bytes, time zones with odd offsets, intervals,
+    arrays, composite and domain values: the blocking client's image of a row equals the
+    capture's to_jsonb of the same row, both read back as the row, and the Spark source
+    builds the same payloads from either."""
+    row_image_types.create(dbt, admin, SCHEMA)
+    row_image_types.write(pg_uri, SCHEMA)
+    feeds = {
+        table: dict((registry_row(admin, f"{SCHEMA}.{table}") or {})["names"])
+        for table in row_image_types.TABLES
+    }
+    differing = admin.execute(
+        "with b as (select pg_catalog.row_number() over (order by f.ulid) as i, f.row_image "
+        f"from {q(feeds['typed_client']['feed'])} as f), "
+        "c as (select pg_catalog.row_number() over (order by f.ulid) as i, f.row_image "
+        f"from {q(feeds['typed_capture']['feed'])} as f) "
+        "select b.i, (b.row_image ->> 'id')::int, array(select e.key from "
+        "pg_catalog.jsonb_each(c.row_image) as e "
+        "where e.value is distinct from b.row_image -> e.key order by 1), "
+        "(select pg_catalog.count(*) from pg_catalog.jsonb_object_keys(b.row_image)), "
+        f"pg_catalog.jsonb_populate_record(null::{SCHEMA}.typed_capture, b.row_image)::text "
+        f"= pg_catalog.jsonb_populate_record(null::{SCHEMA}.typed_capture, c.row_image)::text "
+        "from b full join c on c.i = b.i order by 1"
+    ).fetchall()
+    # Four writes, one event each, the same image on both paths, key by key.
+    assert [tuple(r) for r in differing] == [
+        (1, 1, [], 21, True),
+        (2, 2, [], 21, True),
+        (3, 3, [], 21, True),
+        (4, 1, [], 21, True),
+    ]
+    # Each table's newest image of a key reads back as the row itself.
+    for table, names in feeds.items():
+        mismatched = admin.execute(
+            f"select s.id from {SCHEMA}.{table} as s join lateral (select f.row_image "
+            f"from {q(names['feed'])} as f where f.id = s.id order by f.ulid desc limit 1) as i "
+            f"on true where pg_catalog.jsonb_populate_record(null::{SCHEMA}.{table}, "
+            "i.row_image)::text is distinct from s::text"
+        ).fetchall()
+        assert mismatched == [], table
+
+    client, capture = (_payloads(admin, t) for t in feeds)
+    assert _same(client) == _same(capture)
+    assert [(p["id"], p["f8"], p["big"]) for p in client if p["id"] != 1] == [
+        (2, math.inf, "NaN"),
+        (3, pytest.approx(math.nan, nan_ok=True), "Infinity"),
+    ]
+    first, newest = client[0], client[3]
+    assert (newest["f8"], newest["big"], newest["f4"]) == (
+        -math.inf,
+        "-Infinity",
+        pytest.approx(0.1),
+    )
+    assert first["wide"] == "1234567890123456789012345678901234.56789"
+    assert first["amount"] == Decimal("12.34") and first["bin"] == b"\x00\xff\x10"
+    assert first["tstz"] == datetime(2024, 6, 1, 6, 30, 0, 500000, tzinfo=timezone.utc)
+    assert newest["tstz"] == datetime(1999, 12, 31, 10, 0, tzinfo=timezone.utc)
+    assert client[1]["tstz"] == datetime(1950, 6, 1, 12, 44, 30, tzinfo=timezone.utc)
+    assert client[1]["ts"] == datetime(99, 12, 31, 23, 59, 59)
+    assert first["nums"] == '[1.5,"NaN","-Infinity"]' and first["ints"] == "[1,null,3]"
+    assert first["stamps"] == '["2024-01-01T00:00:00+00:00","1950-06-01T12:00:00+00:00"]'
+    assert (first["pair"], first["dom"], client[1]["pair"]) == ('(1,"x""y")', "5.50", "(,)")
+
+    # A numeric(p,s) holds NaN, a Spark decimal cannot: the read names the column and the fix.
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"update {SCHEMA}.typed_capture set amount = 'NaN' where id = 3")
+    PostgresFeed(f"{SCHEMA}.typed_capture").move_outbox(admin, 0)
+    with pytest.raises(
+        ChangefeedSourceError,
+        match=r"the column amount \(numeric\(12,2\)\) holds NaN.*check \(amount <> 'NaN'\)",
+    ):
+        _payloads(admin, "typed_capture")
+    for table in feeds:
+        teardown_feed(dbt, SCHEMA, table)

@@ -15,11 +15,14 @@ before any statement, naming the accepted values.
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import psycopg
 import pytest
+from tests.support import row_image_types
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.dbt_spark import SCHEMA_MACRO
 from tests.support.pg_feeds import create_table, setup_feed, teardown_feed
@@ -213,3 +216,51 @@ def test_versions_is_checked_before_any_statement(scenario: dict[str, Any]) -> N
         scenario["harness"].invoke(["run", "--select", *BAD_VERSIONS], "spark")
     for name, (_, message) in BAD_VERSIONS.items():
         assert message in str(failed.value), name
+
+
+def test_every_value_an_image_holds_lands_in_spark(
+    spark: Any, dbt: Any, pg_uri: str, admin: Any
+) -> None:
+    """The type matrix of tests/support/row_image_types.py, written through both writer
+    paths and landed: infinities and NaN as Spark doubles and floats, numerics beyond a
+    Spark decimal and numeric NaN/Infinity as their text, bytes, instants of odd offsets,
+    arrays of decimals as text; the same payloads from the client's images and the
+    capture's."""
+    schema = "cf_rowimg_types"
+    row_image_types.create(dbt, admin, schema)
+    row_image_types.write(pg_uri, schema)
+    spark.sql(f"create schema if not exists spark_catalog.{LANDED}")
+    landed = {}
+    for table in row_image_types.TABLES:
+        spark.sql(f"drop table if exists spark_catalog.{LANDED}.{table}")
+        options = {"connection": pg_uri, "feed": f"{schema}.{table}", "payload": "true"}
+        land(spark, options, f"{LANDED}.{table}")
+        rows = spark.sql(
+            "select p.id, p.f8, p.f4, p.big, p.wide, p.amount, p.bin, unix_micros(p.tstz), p.ts, "
+            f"p.nums, p.pair, p.dom from (select payload as p, ulid from "
+            f"spark_catalog.{LANDED}.{table}) order by ulid"
+        ).collect()
+        # NaN compared as what it is (NaN != NaN).
+        landed[table] = [
+            tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in r) for r in rows
+        ]
+    assert landed["typed_client"] == landed["typed_capture"]
+    events = landed["typed_client"]
+    assert [e[:4] for e in events] == [
+        (1, 1.5, pytest.approx(0.1), "123456789012345678901234567890.1234567890"),
+        (2, math.inf, -math.inf, "NaN"),
+        (3, "NaN", "NaN", "Infinity"),
+        (1, -math.inf, pytest.approx(0.1), "-Infinity"),
+    ]
+    first = events[0]
+    assert first[4:7] == (
+        "1234567890123456789012345678901234.56789", Decimal("12.34"), bytearray(b"\x00\xff\x10")
+    )  # fmt: skip
+    assert [e[7] for e in events] == [
+        1717223400500000,  # 2024-06-01 12:00:00.5+05:30
+        -618059730000000,  # 1950-06-01 12:00:00 at -00:44:30
+        None,
+        946634400000000,  # 2000-01-01 00:00:00+14
+    ]
+    assert events[1][8] == datetime(99, 12, 31, 23, 59, 59)
+    assert first[9:] == ('[1.5,"NaN","-Infinity"]', '(1,"x""y")', "5.50")

@@ -258,7 +258,8 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
     is written with its image, pg_catalog.to_jsonb of the row as the statement left it; an
     old row (`o`, of an UPDATE or DELETE) is a delete marker, unless the statement's new
     rows have the same shard and key (an update that keeps both: one event, with the new
-    image). -#}
+    image). The row is `alias.*`: a bare `n` would mean the source's column n if it has
+    one (a column comes before a whole-row reference), and the image would be its value. -#}
 {% macro _postgres_sql_capture_insert_images(ctx, sources, where) %}
   {%- set parts = [] -%}
   {%- set gone = namespace(old=none, new=[]) -%}
@@ -272,7 +273,7 @@ as ' ~ changefeed._postgres_dollar_quote(body)) }}
     {%- if alias == 'o' -%}
       {%- set gone.old = 'select ' ~ columns ~ source -%}
     {%- else -%}
-      {%- do parts.append('select ' ~ columns ~ ', pg_catalog.to_jsonb(' ~ alias ~ '), false' ~ source) -%}
+      {%- do parts.append('select ' ~ columns ~ ', pg_catalog.to_jsonb(' ~ alias ~ '.*), false' ~ source) -%}
       {%- do gone.new.append('select ' ~ columns ~ source) -%}
     {%- endif -%}
   {%- endfor -%}

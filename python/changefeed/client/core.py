@@ -8,10 +8,16 @@ implementation of the rule.
 
 from __future__ import annotations
 
+import enum
 import hashlib
+import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
 
 ZERO_ULID = bytes(16)
 """The cursor for "from the beginning": 16 zero bytes, below every ULID."""
@@ -33,6 +39,103 @@ def quote_pg_literal(value: str) -> str:
     "E'it''s'"
     """
     return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def jsonb_text(
+    value: Any, *, separators: tuple[str, str] = (", ", ": "), sort_keys: bool = False
+) -> str:
+    r"""JSON text of a value as PostgreSQL's ``to_jsonb`` spells it for the column the driver
+    read it from, so a row image a client builds reads back (``jsonb_populate_record``)
+    as the value it was, and equals the capture's ``to_jsonb`` of the same row (protocol
+    5.2): non-finite floats and decimals as the strings ``"Infinity"``, ``"-Infinity"``
+    and ``"NaN"`` (strict JSON has no such numbers), decimals as exact numbers, bytes as
+    ``"\\x<hex>"``, dates and times in ISO 8601 with the fraction and the offset as
+    PostgreSQL writes them, ``timedelta`` in interval output form, named tuples
+    (composite values) as objects, lists and tuples (arrays) as arrays. Other values
+    (UUIDs, addresses, ...) are their ``str``; an ``Enum`` member is its name (psycopg's
+    enum label).
+
+    >>> jsonb_text({"x": float("inf"), "n": Decimal("1E+2"), "b": b"\x01"})
+    '{"x": "Infinity", "n": 100, "b": "\\\\x01"}'
+    """
+    comma, colon = separators
+
+    def encode(item: Any) -> str:
+        if item is None:
+            return "null"
+        if item is True or item is False:
+            return "true" if item else "false"
+        if isinstance(item, enum.Enum):
+            return json.dumps(item.name)
+        if isinstance(item, int):
+            return int.__repr__(item)
+        if isinstance(item, float):
+            if math.isfinite(item):
+                return float.__repr__(item)
+            return '"NaN"' if math.isnan(item) else ('"Infinity"' if item > 0 else '"-Infinity"')
+        if isinstance(item, Decimal):
+            if item.is_nan():
+                return '"NaN"'
+            if item.is_infinite():
+                return '"-Infinity"' if item.is_signed() else '"Infinity"'
+            return format(item, "f")
+        if isinstance(item, str):
+            return json.dumps(item)
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            return '"\\\\x' + bytes(item).hex() + '"'
+        if isinstance(item, (datetime, time)):
+            return '"' + _pg_clock(item) + '"'
+        if isinstance(item, date):
+            return '"' + item.isoformat() + '"'
+        if isinstance(item, timedelta):
+            return '"' + _pg_interval(item) + '"'
+        if hasattr(item, "_asdict"):  # a named tuple: psycopg's composite values
+            item = item._asdict()
+        if isinstance(item, Mapping):
+            pairs = [(k if isinstance(k, str) else str(k), v) for k, v in item.items()]
+            if sort_keys:
+                pairs.sort(key=lambda pair: pair[0])
+            return "{" + comma.join(json.dumps(k) + colon + encode(v) for k, v in pairs) + "}"
+        if isinstance(item, (list, tuple)):
+            return "[" + comma.join(encode(v) for v in item) + "]"
+        return json.dumps(str(item))
+
+    return encode(value)
+
+
+def _fraction(microsecond: int) -> str:
+    """PostgreSQL's fractional seconds: none when zero, else without trailing zeros."""
+    return f".{microsecond:06d}".rstrip("0") if microsecond else ""
+
+
+def _pg_clock(value: datetime | time) -> str:
+    """``to_jsonb``'s timestamp[tz] (``T`` separator, offset ``+hh:mm``) and time[tz]
+    (offset ``+hh`` when on the hour); a seconds part of the offset when it has one."""
+    text = value.replace(microsecond=0, tzinfo=None).isoformat() + _fraction(value.microsecond)
+    offset = value.utcoffset()
+    if offset is None:
+        return text
+    seconds = int(offset.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, seconds = divmod(rest, 60)
+    text += f"{sign}{hours:02d}"
+    if minutes or seconds or isinstance(value, datetime):
+        text += f":{minutes:02d}"
+    return text + (f":{seconds:02d}" if seconds else "")
+
+
+def _pg_interval(value: timedelta) -> str:
+    """An interval in PostgreSQL's output style (``1 day 02:00:00``, ``-1 days +02:00:00``)."""
+    days, clock = value.days, value.seconds
+    parts = [f"{days} {'day' if days == 1 else 'days'}"] if days else []
+    if clock or value.microseconds or not days:
+        hours, rest = divmod(clock, 3600)
+        sign = "+" if days < 0 else ""
+        parts.append(
+            f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}" + _fraction(value.microseconds)
+        )
+    return " ".join(parts)
 
 
 def quote_mssql(name: str) -> str:

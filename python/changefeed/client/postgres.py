@@ -37,7 +37,6 @@ connection's open transaction if there is one, else in their own short transacti
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +49,7 @@ from changefeed.client.core import (
     ZERO_ULID,
     FeedInfo,
     KeyColumn,
+    jsonb_text,
     quote_pg,
     quote_pg_literal,
     writer_lock_key,
@@ -97,16 +97,11 @@ def run(conn: Any, query: str, params: Sequence[Any] | None = None) -> list[tupl
 
 
 def _json_dumps(value: Any) -> str:
-    """JSON of a row image: values JSON has no type for in the text form PostgreSQL
-    reads back into the column's type (``jsonb_populate_record``): bytes as ``\\x`` hex,
-    dates, times, decimals and UUIDs as their ``str``."""
-
-    def default(item: Any) -> str:
-        if isinstance(item, (bytes, bytearray, memoryview)):
-            return "\\x" + bytes(item).hex()
-        return str(item)
-
-    return json.dumps(value, default=default)
+    """JSON of a row image, spelt as the capture's ``to_jsonb`` spells the same row, so
+    that both writer paths store the same image and every value the column holds
+    (infinities, NaN, bytes, time zones, arrays, composites) reads back
+    (``jsonb_populate_record``)."""
+    return jsonb_text(value)
 
 
 def load(conn: Any, feed_id: str, schema: str) -> FeedInfo:

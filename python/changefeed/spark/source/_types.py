@@ -7,14 +7,17 @@ as its text. The mapping is part of the documented schema (docs/spark-source.md)
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+from changefeed.client.core import jsonb_text
+from changefeed.spark.source._errors import ChangefeedSourceError
 
 Convert = Callable[[Any], Any]
 
@@ -37,7 +40,9 @@ def _text(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        # Arrays and json: every element as to_jsonb spells it (an array of numeric,
+        # timestamptz or bytea too; Infinity and NaN as strings).
+        return jsonb_text(value, separators=(",", ":"), sort_keys=True)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     return str(value)
@@ -182,11 +187,25 @@ class RowLayout:
         return [spark_type_of(self.dialect, c.db_type)[1] for c in self.payload or ()]
 
 
-def _array(values: Sequence[Any], convert: Convert, arrow_type: Any) -> Any:
-    """One column of driver values as an Arrow array, each value converted."""
+def _array(values: Sequence[Any], convert: Convert, arrow_type: Any, column: Column) -> Any:
+    """One column of driver values as an Arrow array, each value converted.
+
+    PostgreSQL's numeric(p,s) holds NaN, which a Spark decimal cannot: such a value fails
+    the read, naming the column and the fix, rather than landing as something else."""
     if convert is not _identity:
         values = [convert(v) for v in values]
-    return pa.array(values, type=arrow_type)
+    try:
+        return pa.array(values, type=arrow_type)
+    except pa.ArrowInvalid:
+        bad = next((v for v in values if isinstance(v, Decimal) and not v.is_finite()), None)
+        if bad is None:
+            raise
+        raise ChangefeedSourceError(
+            f"the column {column.name} ({column.db_type}) holds {bad}, which the Spark "
+            "decimal it is read as cannot hold (a Spark decimal has no NaN or infinity): "
+            f"update the row, refuse the value with a check (check ({column.name} <> "
+            "'NaN')), or declare the column numeric without precision (read as a string)"
+        ) from None
 
 
 class BatchBuilder:
@@ -230,8 +249,11 @@ class BatchBuilder:
         if self.layout.payload is not None:
             types += [f.type for f in fields[-1].type]
         converters = [*self._key_convert, *self._payload_convert]
+        named = [*self.layout.keys, *(self.layout.payload or ())]
         columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * len(types)
-        return [_array(v, c, t) for v, c, t in zip(columns, converters, types, strict=True)]
+        return [
+            _array(v, c, t, n) for v, c, t, n in zip(columns, converters, types, named, strict=True)
+        ]
 
     def snapshot_batch(self, shard: int, ulids: Any, arrays: Sequence[Any]) -> Any:
         """One record batch of snapshot events from ``arrays``
@@ -256,12 +278,14 @@ class BatchBuilder:
     ) -> Any:
         fields = list(self.schema)
         for i, convert in enumerate(self._key_convert):
-            arrays.append(_array(key_columns[i], convert, fields[2 + i].type))
+            arrays.append(_array(key_columns[i], convert, fields[2 + i].type, self.layout.keys[i]))
         if self.layout.payload is not None and exists is not None:
             struct_type = fields[-1].type
             children = [
-                _array(payload_columns[j], convert, struct_type.field(j).type)
-                for j, convert in enumerate(self._payload_convert)
+                _array(payload_columns[j], convert, struct_type.field(j).type, column)
+                for j, (convert, column) in enumerate(
+                    zip(self._payload_convert, self.layout.payload, strict=True)
+                )
             ]
             mask = pa.array([not bool(e) for e in exists], type=pa.bool_())
             arrays.append(pa.StructArray.from_arrays(children, fields=list(struct_type), mask=mask))
