@@ -235,7 +235,7 @@ class Landing:
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=True)
             identity = self._feed_identity(backend)
             unrecorded = _format.check_identity(self.spark, table, identity)
-            _format.check_table(self.spark, table, schema)
+            _format.check_table(self.spark, table, schema, fmt)
             if unrecorded:
                 _format.record_identity(self.spark, table, identity)
             heads, last_batch = _format.committed_heads(self.spark, table, listed, fmt)
