@@ -34,5 +34,6 @@
 {% endmacro %}
 
 {% macro spark__feed_cursor(alias, output, feed) %}
+  {%- do changefeed._spark_scd_check_reprocess_selection() -%}
   {{ return(changefeed._spark_cursor_predicate(alias, output if output is not none else this, feed)) }}
 {% endmacro %}

@@ -71,6 +71,7 @@ REGISTRY: dict[str, str] = {
     "snapshot-cli": "tests/test_snapshot.py::test_the_docs_examples_run",
     "snapshot-dbt": "tests/test_snapshot.py::test_the_docs_examples_run",
     "snapshot-python": "tests/test_snapshot.py::test_the_docs_examples_run",
+    "snapshot-cancel": "tests/test_snapshot.py::test_a_request_that_cannot_run_fails_alone_and_the_feed_lands_on",  # noqa: E501
     "readme-commands": f"{HERE}::test_readme_commands_are_the_make_targets",
     "testing-tiers": f"{HERE}::test_testing_tiers_are_make_targets_and_select_tests",
     "readme-demo-summary": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",

@@ -358,10 +358,15 @@ def test_dbt_operation_records_a_request_the_landing_executes(pg_uri: str, dbt: 
         ({"key_from": 5}, "key_from must be a list of 2 value(s), one per key column (a, b)"),
         ({"key_to": [1, None]}, "key_to must be a list of 2 value(s)"),
         ({"shard": "x"}, "shard must be a 32-bit integer (default 0); got: x"),
+        # the key's type, checked by snapshot_begin before it records anything (12.1)
+        ({"key_to": ["x", "y"]}, 'key_to\'s value "x" does not fit the key column a (integer)'),
     ):
         with pytest.raises(DbtError, match=re.escape(message)):
             dbt.run_operation("changefeed.request_snapshot", {"relation": feed, **args},
                               target="postgres")  # fmt: skip
+    # the Python request (changefeed snapshot's) goes through the same check
+    with pytest.raises(ChangefeedSourceError, match=r"key_from's value 2147483648 does not fit"):
+        request_snapshot(kit.options(pg_uri, feed), key_from="[2147483648, \"x\"]")
     logged = dbt.run_operation(
         "cf_snapshot_call", {"relation": feed, "key_from": [1, "x"]}, target="postgres"
     )
@@ -371,6 +376,7 @@ def test_dbt_operation_records_a_request_the_landing_executes(pg_uri: str, dbt: 
             "select snapshot_id, shard_id, encode(first_ulid, 'hex'), key_from, key_to, "
             f"finished_at from {kit.obj(feed, 'snapshot')}"
         ).fetchall()
+    # one row: the refused requests recorded nothing
     assert len(rows) == 1 and rows[0][1:] == (0, rows[0][2], '[1, "x"]', None, None)
     assert returned == [{"snapshot_id": rows[0][0], "shard_id": 0, "first_ulid": rows[0][2]}]
     assert any(f"snapshot {rows[0][0]} requested (block {rows[0][2]})" in line for line in logged)
@@ -417,3 +423,84 @@ def test_the_docs_examples_run(
         ).fetchall()
     assert done == [("[1000]", True, 1000), (None, True, 2500), (None, True, 2500)]
     assert spark.table(table).count() == 1000 + 2500 + 2500
+
+
+def test_a_request_that_cannot_run_fails_alone_and_the_feed_lands_on(
+    spark: Any, pg_uri: str, dbt: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/postgres.md's shard expression `region % 4` (a `%`, here `region % 2`): each
+    shard's snapshot lands the rows it puts there. A request recorded with a bound its key
+    cannot hold (by a snapshot_begin without the type check, as a feed set up before it
+    has) fails alone, naming its cancel command, while the other requests and the live
+    events land; `changefeed snapshot --cancel` ends it. `changefeed snapshot` into another
+    feed's table, or with a bound the key cannot hold, records nothing."""
+    from changefeed.cli import main
+
+    table = f"snap_pct_{uuid.uuid4().hex[:6]}"
+    feed = f"srcs.{table}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("create schema if not exists srcs")
+        conn.execute(f"create table {feed} (id bigint primary key, region smallint, v text)")
+        conn.execute(f"insert into {feed} select i, i % 3, 'v' || i from generate_series(1, 40) i")
+    dbt.run_operation("changefeed.setup_feed", {"relation": feed, "mode": "outbox",
+                      "capture": "trigger", "shard": "region % 2"}, target="postgres")  # fmt: skip
+    landed = f"{DATABASE}.pct"
+    spark.sql(f"drop table if exists {landed}")
+    options = kit.options(pg_uri, feed, payload="true")
+    good = [request_snapshot(options, shard=s) for s in (0, 1)]
+    bad = request_snapshot(options, shard=0, key_from="5")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"update {kit.obj(feed, 'snapshot')} set key_from = '[\"five\"]' "
+                     "where snapshot_id = %s", (bad.snapshot_id,))  # fmt: skip
+        conn.execute(f"insert into {feed} values (100, 0, 'live'), (101, 1, 'live')")
+        source = {r[0]: r[1] for r in conn.execute(f"select id, region from {feed}")}
+    stages: list[tuple[str, Any]] = []
+    landing = Landing(spark, options, landed)
+    try:
+        landing.run(on_stage=lambda stage, details: stages.append((stage, details)))
+    finally:
+        landing.close()
+    failed = [d for s, d in stages if s == "snapshot_failed"]
+    assert [d["snapshot_id"] for d in failed] == [bad.snapshot_id]
+    assert f"snapshot {bad.snapshot_id} of feed {feed} shard 0 cannot run" in failed[0]["error"]
+    assert f"--feed {feed} --cancel {bad.snapshot_id}`" in failed[0]["error"]
+    rows = spark.table(landed).select("shard_id", "ulid", "id").collect()
+    for request in good:
+        keys = sorted(r.id for r in rows
+                      if request.first_ulid <= bytes(r.ulid) <= request.last_ulid)  # fmt: skip
+        assert keys == sorted(k for k, region in source.items() if region % 2 == request.shard)
+    assert not [r for r in rows if bad.first_ulid <= bytes(r.ulid) <= bad.last_ulid]
+    blocks = [(q.shard, q.first_ulid, q.last_ulid) for q in (*good, bad)]
+    live = {r.id: r.shard_id for r in rows
+            if not any(s == r.shard_id and f <= bytes(r.ulid) <= t for s, f, t in blocks)}
+    assert live == {100: 0, 101: 1}, "the live events landed past the failed request"
+
+    import shlex
+
+    from tests.support.doc_blocks import sample
+
+    documented = sample("snapshot-cancel").replace("$CHANGEFEED_CONNECTION", pg_uri)
+    cli = shlex.split(documented.replace("shop.orders", feed))[1:-1]
+    assert cli[0] == "snapshot" and cli[-1] == "--cancel"
+    assert main([*cli, str(bad.snapshot_id)]) == 0
+    assert f"cancelled snapshot {bad.snapshot_id}" in capsys.readouterr().out
+    assert main([*cli, str(bad.snapshot_id)]) == 1
+    assert "has no pending snapshot request" in capsys.readouterr().err
+    stages.clear()
+    landing = Landing(spark, options, landed)
+    try:
+        landing.run(on_stage=lambda stage, details: stages.append((stage, details)))
+    finally:
+        landing.close()
+    assert not [s for s, _ in stages if s.startswith("snapshot")], "nothing pending any more"
+
+    other = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    refused = [(landed, f"table {landed} holds feed {feed}"),
+               (f"{DATABASE}.pct_new", "key_from's value \"abc\" does not fit the key column id")]
+    for target, message in refused:
+        code = main(["snapshot", "--connection", pg_uri, "--feed", other, "--table", target,
+                     "--key-from", "abc", "--spark", "existing"])  # fmt: skip
+        assert code == 1 and message in capsys.readouterr().err
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        pending = conn.execute(f"select count(*) from {kit.obj(other, 'snapshot')}").fetchone()
+    assert pending == (0,), "a refused command recorded no request"

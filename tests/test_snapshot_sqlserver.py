@@ -84,6 +84,10 @@ def test_the_statements_parse_as_tsql_and_name_the_source() -> None:
     assert "s.[day] > cast(cast(N'2024-05-01 10:00:00.123000' as datetime2) as datetime)" in (
         resumed
     )
+    # pymssql reads `%s` as a placeholder (it has no escape): the operator gets a space
+    modulo = SourceReader(feed(), "abs(checksum(region))%shards")
+    shard_term = rendered(*modulo.where(1, whole))
+    assert shard_term.startswith("(abs(checksum(region))% shards) = 1 and ")
     statements = {"chunk": chunk_sql, "sample": sampled, "unbounded sample": unbounded,
                   "datetime chunk": resumed}  # fmt: skip
     problems = [p for label, sql in statements.items() for p in all_problems(sql, label)]

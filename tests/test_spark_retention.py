@@ -77,6 +77,13 @@ select e.*, {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ changefeed.feed_events(source('ret', 'ret_feed'), output) }} as e
 """
 
+#: a state consumer, whose cursor is its cursor table's (protocol 11.8), not its output's
+STATE = """\
+{{ config(materialized='changefeed_current_state', file_format='parquet', unique_key='order_id') }}
+select e.shard_id, e.ulid, e.order_id, e.changefeed_feed_batch
+from {{ changefeed.feed_events(source('ret', 'ret_feed'), this) }} as e
+"""
+
 
 def ulid(ms: int, shard: int, n: int) -> bytes:
     return ms.to_bytes(6, "big") + bytes([0, shard]) + n.to_bytes(8, "big")
@@ -324,14 +331,15 @@ def test_a_killed_run_leaves_a_contiguous_feed(spark: Any) -> None:
 
 @pytest.fixture(scope="module")
 def project(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DbtHarness]:
-    """A dbt project with two consumers of ret_feed (feed_cursor, feed_events) and a
-    third not built yet; the external consumer table in the feed's meta."""
+    """A dbt project with three consumers of ret_feed (feed_cursor, feed_events, a current
+    state) and a fourth not built yet; the external consumer table in the feed's meta."""
     root = package_project(tmp_path_factory.mktemp("ret") / "project", "changefeed_ret", {
         "sources.yml": SOURCES, "ret_cursor.sql": CURSOR, "ret_events.sql": EVENTS,
-        "ret_late.sql": CURSOR,
+        "ret_late.sql": CURSOR, "ret_state.sql": STATE,
     })  # fmt: skip
     spark.sql(f"create database if not exists {SCHEMA}")
-    for table in ("ret_feed", "ret_cursor", "ret_events", "ret_late", "ret_external"):
+    for table in ("ret_feed", "ret_cursor", "ret_events", "ret_late", "ret_external",
+                  "ret_state", "ret_state__changefeed_cursor"):  # fmt: skip
         spark.sql(f"drop table if exists {SCHEMA}.{table}")
     yield DbtHarness(tmp_path_factory.mktemp("ret-dbt"), spark=lambda: spark, project_dir=root)
 
@@ -351,10 +359,11 @@ def retention(harness: DbtHarness, **args: Any) -> str:
 def test_dbt_retention_keeps_consumers_exactly_once(spark: Any, project: DbtHarness) -> None:
     for n in range(1, 4):
         land(spark, FEED, [(0, 10 * n, 2), (1, 10 * n + 1, 2)])
-    run(project, "--select", "ret_cursor", "ret_events")
+    run(project, "--select", "ret_cursor", "ret_events", "ret_state")
     for n in range(4, 6):
         land(spark, FEED, [(0, 10 * n, 2), (1, 10 * n + 1, 2)])
-    run(project, "--select", "ret_cursor")  # ret_cursor at batch 5, ret_events at 3
+    run(project, "--select", "ret_cursor")  # ret_cursor at batch 5, ret_events, ret_state at 3
+    assert consumed_batch(spark, f"{SCHEMA}.ret_state") == 3, "the state's cursor table"
     external = spark.createDataFrame(
         [(0, ulid(1, 0, 1), 5)], "shard_id int, ulid binary, changefeed_feed_batch bigint"
     )

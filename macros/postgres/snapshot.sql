@@ -38,7 +38,11 @@
 
 
 {#- PL/pgSQL: refuse a key bound that is not null or a JSON array of one scalar per key
-    column (protocol 12.1), naming the accepted form. -#}
+    column (protocol 12.1), naming the accepted form, or whose value is not one of its key
+    column's type: the landing compares the key with it, so a request with such a bound
+    could never run. Each value is assigned to a variable of the feed table's key column
+    type (v_key<i>, %type: the type as setup created it, whatever this routine's
+    search_path), which reads it as that type's input does. -#}
 {% macro _postgres_sql_snapshot_key_check(ctx, arg, name) %}
   {%- set keys = ctx['spec']['keys'] | map(attribute='name') | list -%}
   {%- set form = 'a JSON array of ' ~ keys | length ~ ' value' ~ ('s' if keys | length != 1 else '')
@@ -57,6 +61,17 @@
         message = 'changefeed: snapshot_begin on ' || {{ ctx['lit_feed'] }} || ': {{ name }} must be null or '
           || {{ changefeed._postgres_literal(form) }} || ', got ' || {{ arg }};
     end if;
+{%- for key in ctx['spec']['keys'] %}
+    begin
+      v_key{{ loop.index0 }} := v_json ->> {{ loop.index0 }};
+    exception when data_exception then
+      raise exception using errcode = 'CF007',
+        message = 'changefeed: snapshot_begin on ' || {{ ctx['lit_feed'] }} || ': {{ name }}''s value '
+          || (v_json -> {{ loop.index0 }})::text || ' does not fit the key column '
+          || {{ changefeed._postgres_literal(key['name'] ~ ' (' ~ key['data_type'] ~ ')') }}
+          || ', so the landing could not compare the key with it; got ' || {{ arg }};
+    end;
+{%- endfor %}
   end if;
 {%- endmacro %}
 
@@ -73,6 +88,9 @@
 declare
   v_shard integer := p_shard_id;
   v_json jsonb;
+{%- for key in ctx['spec']['keys'] %}
+  v_key{{ loop.index0 }} {{ q['feed'] }}.{{ changefeed._postgres_ident(key['name']) }}%type;
+{%- endfor %}
   v_state record;
   v_ms bigint;
   v_high bytea;

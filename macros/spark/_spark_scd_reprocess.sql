@@ -181,13 +181,29 @@ when not matched and not changefeed_source.changefeed_gone then insert ({{ state
     state (feed_events(feed, this)) can be re-processed. -#}
 {% macro _spark_scd_check_reprocessable(output) %}
   {%- if output is none or not changefeed._spark_scd_is_own_state(output) -%}
-    {{ exceptions.raise_compiler_error(
-        "changefeed: model '" ~ model.name ~ "' cannot be re-processed: changefeed_reprocess rebuilds"
-        ~ " the state of changefeed_current_state and changefeed_history models that read"
-        ~ " feed_events(feed, this). Select only those models (dbt run -s <state models> --vars"
-        ~ " '{changefeed_reprocess: ...}'), or rebuild this one with dbt run --full-refresh -s "
-        ~ model.name) }}
+    {%- do changefeed._spark_scd_refuse_reprocess() -%}
   {%- endif -%}
+{% endmacro %}
+
+
+{#- feed_safe_point and feed_cursor under changefeed_reprocess: a model that is not a state
+    consumer (an append or merge consumer, which reads the feed with them) would consume
+    the feed on from its cursor as usual, in a run its user meant as a rebuild of a range. -#}
+{% macro _spark_scd_check_reprocess_selection() %}
+  {%- if var('changefeed_reprocess', none) is not none and model is defined
+        and config.get('materialized') not in ['changefeed_current_state', 'changefeed_history'] -%}
+    {%- do changefeed._spark_scd_refuse_reprocess() -%}
+  {%- endif -%}
+{% endmacro %}
+
+
+{% macro _spark_scd_refuse_reprocess() %}
+  {{ exceptions.raise_compiler_error(
+      "changefeed: model '" ~ model.name ~ "' cannot be re-processed: changefeed_reprocess rebuilds"
+      ~ " the state of changefeed_current_state and changefeed_history models that read"
+      ~ " feed_events(feed, this). Select only those models (dbt run -s <state models> --vars"
+      ~ " '{changefeed_reprocess: ...}'), or rebuild this one with dbt run --full-refresh -s "
+      ~ model.name) }}
 {% endmacro %}
 
 

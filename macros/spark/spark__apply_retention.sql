@@ -10,9 +10,11 @@
     consumer's cursor;
   * the consumers are the project's models that read the feed with feed_safe_point,
     feed_cursor or feed_events, and the tables listed in the feed's meta
-    changefeed_consumers (consumers outside the project). A feed that is not a model or
-    source of the project, or a consumer whose cursor cannot be read, makes retention
-    refuse unless override_consumers.
+    changefeed_consumers (consumers outside the project). A state model's cursor
+    (changefeed_current_state, changefeed_history) is the newest row of its cursor table,
+    <state>__changefeed_cursor (11.8), which retention reads where it exists. A feed that
+    is not a model or source of the project, or a consumer whose cursor cannot be read,
+    makes retention refuse unless override_consumers.
 -#}
 {% macro spark__apply_retention(relation, max_age_seconds, keep_last, override_consumers, shard) %}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
@@ -150,18 +152,28 @@
             "changefeed: apply_retention: the consumer " ~ node.name ~ " reads " ~ feed ~ " and other feeds,"
             ~ " so which feed its cursor belongs to is unknown and retention cannot keep what it has not read." ~ fix) }}
       {%- endif -%}
-      {%- do found.append({'name': node.name, 'relation': adapter.get_relation(node.database, node.schema, node.alias)}) -%}
+      {%- do found.append({'name': node.name, 'relation': adapter.get_relation(node.database, node.schema, node.alias),
+          'file_format': (node.config.get('file_format') or 'parquet') | lower,
+          'state': node.config.materialized in ['changefeed_current_state', 'changefeed_history']}) -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for name in listed -%}
     {%- set named = changefeed._spark_named_relation(name) -%}
-    {%- do found.append({'name': name, 'relation': adapter.get_relation(none, named.schema, named.identifier)}) -%}
+    {#-- its format unknown: a cursor table is read as a table format's (newest row first) --#}
+    {%- do found.append({'name': name, 'relation': adapter.get_relation(none, named.schema, named.identifier),
+        'file_format': 'any', 'state': false}) -%}
   {%- endfor -%}
   {%- set consumers = [] -%}
   {%- for consumer in found -%}
+    {#-- a state model (changefeed_current_state, changefeed_history) keeps its cursor in a
+         table of its own, <state>__changefeed_cursor (11.8), not in its output --#}
+    {%- set state_cursor = none if consumer.relation is none else changefeed._spark_scd_cursor_row(
+        changefeed._spark_scd_cursor_relation(consumer.relation), consumer.file_format) -%}
     {%- if consumer.relation is none -%}
       {#-- not built yet: its first run reads the whole feed, so keep the whole feed --#}
       {%- do consumers.append({'name': consumer.name, 'consumed': 0}) -%}
+    {%- elif consumer.state or state_cursor is not none -%}
+      {%- do consumers.append({'name': consumer.name, 'consumed': state_cursor.feed_batch if state_cursor is not none else 0}) -%}
     {%- else -%}
       {%- set names = adapter.get_columns_in_relation(consumer.relation) | map(attribute='name') | map('lower') | list -%}
       {%- if 'changefeed_feed_batch' not in names -%}

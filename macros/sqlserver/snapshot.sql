@@ -134,7 +134,10 @@ end
   characters), and the element after them must not exist: a strict path to a missing
   element raises 13608, any other outcome means there is one more element. Each test in an
   IF of its own, since T-SQL does not promise to stop at the first false operand and
-  JSON_VALUE raises 13609 on text that is not JSON.
+  JSON_VALUE raises 13609 on text that is not JSON. Then each value must convert to its
+  key column's type (TRY_CONVERT, as the landing's chunk reads cast it, datetime and
+  smalldatetime through datetime2): a request the landing could not compare the key with
+  could never run.
 -#}
 {% macro _sqlserver_sql_snapshot_key_check(c, param, depth=0) -%}
 {%- set p = ' ' * depth -%}
@@ -166,6 +169,22 @@ if {{ param }} is not null
 {{ p }}            {{ param }});
 {{ p }}        throw 51070, @msg, 1;
 {{ p }}    end;
+{%- for key in c.spec['keys'] %}
+{%- set data_type = key['data_type'] | string | trim %}
+{%- set value = "json_value(" ~ param ~ ", N'$[" ~ loop.index0 ~ "]')" %}
+{%- if data_type.split('(')[0] | lower in ['datetime', 'smalldatetime'] %}
+{%- set value = 'try_convert(datetime2, ' ~ value ~ ')' %}
+{%- endif %}
+{{ p }}    if try_convert({{ data_type }}, {{ value }}) is null
+{{ p }}    begin
+{{ p }}        set @msg = concat(
+{{ p }}            {{ changefeed._sqlserver_literal('changefeed: snapshot_begin on ' ~ c.feed_id ~ ': ' ~ param ~ "'s value ") }},
+{{ p }}            json_value({{ param }}, N'$[{{ loop.index0 }}]'),
+{{ p }}            {{ changefeed._sqlserver_literal(' does not fit the key column ' ~ key['name'] ~ ' (' ~ data_type ~ '), so the landing could not compare the key with it; got ') }},
+{{ p }}            {{ param }});
+{{ p }}        throw 51070, @msg, 1;
+{{ p }}    end;
+{%- endfor %}
 {{ p }}end;
 {%- endmacro %}
 

@@ -50,10 +50,13 @@ def add_parser(subparsers: Any) -> None:
     add_spark_arguments(parser)
 
 
-def add_source_arguments(parser: argparse.ArgumentParser, payload: bool = True) -> None:
+def add_source_arguments(
+    parser: argparse.ArgumentParser, payload: bool = True, table_required: bool = True
+) -> None:
     """The landing's arguments (connection, feed, table and the source options), shared
     by ``land`` and ``snapshot``; ``payload``: offer ``--payload`` (a snapshot always
-    lands payloads)."""
+    lands payloads); ``table_required``: false where the command checks it (``snapshot
+    --cancel`` lands nothing)."""
     parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
                         help="postgresql://... or mssql://user:password@host:port/database; "
                         "default from CHANGEFEED_CONNECTION", default=os.environ.get(
@@ -62,7 +65,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, payload: bool = True) 
                         help="database password (default: CHANGEFEED_PASSWORD; keeps it out "
                         "of the URI and the process list)")  # fmt: skip
     parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
-    parser.add_argument("--table", required=True,
+    parser.add_argument("--table", required=table_required,
                         help="the Spark table: database.table, or catalog.database.table in "
                         "an Iceberg catalog (e.g. iceberg.landing.orders)")  # fmt: skip
     parser.add_argument("--table-format", choices=["parquet", "delta", "iceberg"],

@@ -84,13 +84,26 @@ def feed_horizon(spark: Any, table: str) -> int:
     return 0 if found is None else found[0] - 1
 
 
+#: The cursor table of a state model's output (protocol 11.8), ``<state>`` + this.
+STATE_CURSOR_SUFFIX = "__changefeed_cursor"
+
+
 def consumed_batch(spark: Any, output: str) -> int | None:
     """The feed batch a consumer has consumed up to (protocol 11.6): the highest
-    ``changefeed_feed_batch`` of its output's newest partition. None if the output does
-    not exist yet (its first run reads the feed from its oldest kept batch)."""
+    ``changefeed_feed_batch`` of its output's newest partition, or for a state model
+    (``changefeed_current_state``, ``changefeed_history``, 11.8) the newest row of its
+    cursor table ``<output>__changefeed_cursor``. None if the output does not exist yet
+    (its first run reads the feed from its oldest kept batch)."""
     output = _table(output)
     if not _exists(spark, output):
         return None
+    cursor = output + STATE_CURSOR_SUFFIX
+    if _exists(spark, cursor):
+        # written after the state, in the state's format, one row per committed run
+        newest = spark.sql(
+            f"select changefeed_feed_batch from {cursor} order by {BATCH_COLUMN} desc limit 1"
+        ).first()
+        return 0 if newest is None else int(newest[0])
     columns = [c.lower() for c in spark.table(output).columns]
     if "changefeed_feed_batch" not in columns:
         raise ValueError(

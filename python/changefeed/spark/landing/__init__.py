@@ -56,6 +56,7 @@ from changefeed.spark.landing._landing import (
     check_source,
 )
 from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress
+from changefeed.spark.landing._snapshot import cancel as cancel_snapshot
 from changefeed.spark.landing._snapshot import request as request_snapshot
 from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS, SnapshotRequest
 from changefeed.spark.source import ChangefeedSourceError
@@ -69,6 +70,7 @@ __all__ = [
     "LandingResult",
     "SnapshotProgress",
     "SnapshotRequest",
+    "cancel_snapshot",
     "check_source",
     "check_timing",
     "land",

@@ -175,11 +175,35 @@ def table_exists(spark: Any, table: TableName) -> bool:
     return bool(spark.catalog.tableExists(table.sql))
 
 
-def check_table(spark: Any, table: TableName, expected: Any) -> None:
-    """An existing table must have exactly the format's columns and partitioning."""
+def stored_type(data_type: Any, fmt: str) -> Any:
+    """The type a table of format ``fmt`` holds a column of ``data_type`` as, which is what
+    Spark reads back: Iceberg has no ``tinyint`` or ``smallint`` and stores them as
+    ``int``; ``char(n)`` and ``varchar(n)`` are ``string`` in every format. Spark's write
+    casts the feed's values to the table's wider type."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        fields = data_type.fields
+        return T.StructType([T.StructField(f.name, stored_type(f.dataType, fmt), f.nullable)
+                             for f in fields])  # fmt: skip
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(stored_type(data_type.elementType, fmt), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        key, value = stored_type(data_type.keyType, fmt), stored_type(data_type.valueType, fmt)
+        return T.MapType(key, value, data_type.valueContainsNull)
+    if isinstance(data_type, T.CharType | T.VarcharType):
+        return T.StringType()
+    if fmt == "iceberg" and isinstance(data_type, T.ByteType | T.ShortType):
+        return T.IntegerType()
+    return data_type
+
+
+def check_table(spark: Any, table: TableName, expected: Any, fmt: str) -> None:
+    """An existing table must have exactly the format's columns (each of the type the
+    table's format stores it as, :func:`stored_type`) and partitioning."""
     actual = spark.table(table.sql).schema
     got = [(f.name.lower(), f.dataType.simpleString()) for f in actual.fields]
-    want = [(f.name.lower(), f.dataType.simpleString()) for f in expected.fields]
+    want = [(f.name.lower(), stored_type(f.dataType, fmt).simpleString()) for f in expected.fields]
     if got != want:
         raise ChangefeedSourceError(
             f"table {table.text} is not this feed's landed table: its columns are "

@@ -52,7 +52,9 @@ from changefeed.spark.source import (
 )
 
 #: ``on_stage(stage, details)`` is called at "planned" (cursors, safe points and batch
-#: fixed; nothing written yet) and "committed" (the batch is registered).
+#: fixed; nothing written yet) and "committed" (the batch is registered); for snapshots
+#: at "snapshot_committed" (a batch of chunks) and "snapshot_failed" (a request that
+#: cannot run, :class:`._snapshot.SnapshotRequestFailed`; the run goes on).
 StageCallback = Callable[[str, Mapping[str, Any]], None]
 
 #: The most events a warm run reads on the driver; a larger range (a backlog after a
@@ -199,8 +201,34 @@ class Landing:
             )  # fmt: skip
             return False
         for request in requests:
-            _snapshot.execute(self, backend, info, request, on_stage, on_progress)
+            try:
+                _snapshot.execute(self, backend, info, request, on_stage, on_progress)
+            except _snapshot.SnapshotRequestFailed as failed:
+                # One request that cannot run stops neither the others nor the live events
+                # (protocol 12.3): they land past its block, after it.
+                _snapshot.LOG.error("%s", failed)
+                if on_stage is not None:
+                    on_stage("snapshot_failed", {
+                        "table": self.table.text, "snapshot_id": request.snapshot_id,
+                        "shard": request.shard, "error": str(failed),
+                    })  # fmt: skip
         return bool(requests)
+
+    def check_target(self) -> None:
+        """Refuse, before anything is requested or written, a target table this landing
+        would refuse: another feed's, or one with other columns or another format."""
+        backend = self._connection()
+        info = backend.describe(self.options.feed, self.options.payload)
+        if _format.table_exists(self.spark, self.table):
+            schema = _format.feed_table_schema(info.layout().spark_schema())
+            self._check_existing(backend, schema)
+
+    def _check_existing(self, backend: Backend, schema: Any) -> tuple[str, bool]:
+        """An existing table's format, and whether it records no feed yet."""
+        fmt = _format.choose_format(self.spark, self.table, self.table_format, exists=True)
+        unrecorded = _format.check_identity(self.spark, self.table, self._feed_identity(backend))
+        _format.check_table(self.spark, self.table, schema, fmt)
+        return fmt, unrecorded
 
     def _connection(self) -> Backend:
         if self._backend is None:
@@ -232,12 +260,9 @@ class Landing:
         if known is not None and known.schema == schema:
             heads, last_batch, fmt = known.cursors, known.last_batch, known.fmt
         elif _format.table_exists(self.spark, table):
-            fmt = _format.choose_format(self.spark, table, self.table_format, exists=True)
-            identity = self._feed_identity(backend)
-            unrecorded = _format.check_identity(self.spark, table, identity)
-            _format.check_table(self.spark, table, schema)
+            fmt, unrecorded = self._check_existing(backend, schema)
             if unrecorded:
-                _format.record_identity(self.spark, table, identity)
+                _format.record_identity(self.spark, table, self._feed_identity(backend))
             heads, last_batch = _format.committed_heads(self.spark, table, listed, fmt)
             known = None
         else:

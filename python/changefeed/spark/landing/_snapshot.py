@@ -88,6 +88,25 @@ class SnapshotProgress:
 ProgressCallback = Callable[[SnapshotProgress], None]
 
 
+class SnapshotRequestFailed(ChangefeedSourceError):
+    """A pending request that cannot run (protocol 12.3, "A request that cannot run"):
+    its own statements fail (a key bound the key's type cannot hold, a shard expression
+    the source refuses). The landing logs it and lands the feed's live events on."""
+
+    def __init__(self, message: str, request: SnapshotRequest) -> None:
+        super().__init__(message)
+        self.request = request
+
+
+def cancel_command(options: Any, snapshot_id: int) -> str:
+    """The command that cancels request ``snapshot_id`` (:func:`cancel`), as a user types
+    it: the connection as the options give it, its password left out."""
+    return (
+        f"changefeed snapshot --connection '{options.connection.display}' --feed "
+        f"{options.feed} --cancel {snapshot_id}"
+    )
+
+
 def _duration(seconds: float) -> str:
     seconds = max(0, round(seconds))
     if seconds < 120:
@@ -149,11 +168,19 @@ def request_snapshot(
     conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
 ) -> SnapshotRequest:
     """Reserve the block of a new request (``snapshot_begin``); the next landing runs it."""
+    import psycopg
+
     _snapshot_table(info)
-    row = conn.execute(
-        f"select s.snapshot_id from {info.info.q('snapshot_begin')}(%s, %s, %s) as s",
-        (shard, key_from, key_to),
-    ).fetchone()
+    try:
+        row = conn.execute(
+            f"select s.snapshot_id from {info.info.q('snapshot_begin')}(%s, %s, %s) as s",
+            (shard, key_from, key_to),
+        ).fetchone()
+    except psycopg.Error as exc:
+        if exc.sqlstate != "CF007":
+            raise
+        # snapshot_begin refused an argument (12.1), before it recorded anything
+        raise ChangefeedSourceError(str(exc.diag.message_primary or exc)) from None
     found = [r for r in pending_requests(conn, info) if r.snapshot_id == int(row[0])]
     return found[0]
 
@@ -250,20 +277,34 @@ def execute(
     if point is None:
         LOG.warning(
             "snapshot %s of feed %s shard %s: table %s already holds events above its block; "
-            "not executed here (request a new snapshot for this table)",
+            "not executed here (request a new snapshot for this table; if no landing is to "
+            "execute it, cancel it: %s)",
             request.snapshot_id, info.feed_id, shard, table.text,
+            cancel_command(landing.options, request.snapshot_id),
         )  # fmt: skip
         return 0
     first, lower, inclusive = point
     upper = tuple(str(v) for v in request.key_to) if request.key_to is not None else None
     db = statements(info.dialect)
-    reader = db.reader(info, db.shard_expression(backend.conn, info))
     chunk_rows = landing.snapshot_chunk_rows
     cores = _cores(spark)
     per_batch = max(1, landing.snapshot_batch_rows // chunk_rows, cores)
-    chunks, estimate = plan(
-        backend.conn, reader, shard, first, lower, inclusive, upper, chunk_rows, cores
-    )
+    try:
+        # The plan runs the request's own predicate (its bounds, the shard expression) on
+        # the source: what fails here fails on every run, so it fails this request alone.
+        reader = db.reader(info, db.shard_expression(backend.conn, info))
+        chunks, estimate = plan(
+            backend.conn, reader, shard, first, lower, inclusive, upper, chunk_rows, cores
+        )
+    except Exception as exc:
+        cause = " ".join(str(exc).split()) or type(exc).__name__
+        raise SnapshotRequestFailed(
+            f"snapshot {request.snapshot_id} of feed {info.feed_id} shard {shard} cannot run: "
+            f"{cause}. The feed's live events land on without it (past its block, so no landing "
+            f"of {table.text} executes it any more); cancel it with "
+            f"`{cancel_command(landing.options, request.snapshot_id)}` and request a new one",
+            request,
+        ) from exc
     read = chunk_reader(landing.options, reader, shard, request.first_ulid)
     schema = info.layout().spark_schema()
     files = None
@@ -378,6 +419,29 @@ def request(
                     "support single-shard feeds and capture: trigger feeds with a shard expression"
                 )
         return db.request(conn, info, shard, *bounds)
+
+
+def cancel(source_options: Mapping[str, str], snapshot_id: int) -> SnapshotRequest:
+    """Cancel the pending request ``snapshot_id`` of the feed of ``source_options``: it is
+    marked finished with 0 rows (``snapshot_finish``, protocol 12.1), so no landing
+    executes it; rows a landing already landed for it stay. Refuses a request that is not
+    pending."""
+    from changefeed.spark.source import open_backend, parse_options
+
+    options = parse_options(source_options)
+    with open_backend(options.connection, options.changefeed_schema) as backend:
+        info = backend.describe(options.feed, False)
+        _snapshot_table(info)
+        conn = backend.conn  # type: ignore[attr-defined]
+        db = statements(info.dialect)
+        found = [r for r in db.pending_requests(conn, info) if r.snapshot_id == snapshot_id]
+        if not found:
+            raise ChangefeedSourceError(
+                f"feed {info.feed_id} has no pending snapshot request {snapshot_id}: it finished, "
+                f"was cancelled or never existed (see the table {info.info.q('snapshot')})"
+            )
+        db.finish(conn, info, found[0], 0)
+        return found[0]
 
 
 class PostgresStatements:

@@ -182,18 +182,19 @@ def split_keys(sample: Sequence[tuple[str, ...]], chunks: int) -> list[tuple[str
 
 
 def chunk_terms(
-    shard_expression: str | None,
+    shard_sql: str | None,
     shard: int,
     chunk: Chunk,
     compare: Callable[[str, Sequence[Any]], tuple[str, list[Any]]],
 ) -> tuple[list[str], list[Any]]:
     """The terms of a chunk's predicate and their parameters: the shard expression's
-    shard (capture: trigger feeds), then each key bound as ``compare(op, bound)`` writes
-    it (the key compared with the bound by ``op``)."""
+    shard (capture: trigger feeds; ``shard_sql`` is the expression as the driver's
+    placeholders need it, :func:`pg_text`), then each key bound as ``compare(op, bound)``
+    writes it (the key compared with the bound by ``op``)."""
     terms: list[str] = []
     params: list[Any] = []
-    if shard_expression is not None:
-        terms.append(f"({shard_expression}) = %s")
+    if shard_sql is not None:
+        terms.append(f"({shard_sql}) = %s")
         params.append(shard)
     bounds = (
         (chunk.lower, ">=" if chunk.lower_inclusive else ">"),
@@ -207,8 +208,21 @@ def chunk_terms(
     return terms, params
 
 
+def pg_text(sql: str) -> str:
+    """SQL text of the user's (a shard expression such as ``region % 4``, a name) as it
+    goes into a statement run with parameters: psycopg reads every ``%`` as the start of
+    a placeholder, and ``%%`` as one ``%``.
+
+    >>> pg_text("region % 4")
+    'region %% 4'
+    """
+    return sql.replace("%", "%%")
+
+
 class SourceReader:
-    """SQL for a request's chunks, on the feed's source table (PostgreSQL)."""
+    """SQL for a request's chunks, on the feed's source table (PostgreSQL). Every
+    statement runs with parameters, so the names and the shard expression in it are
+    :func:`pg_text`."""
 
     def __init__(self, info: SourceFeed, shard_expression: str | None) -> None:
         if info.payload is None:
@@ -218,9 +232,11 @@ class SourceReader:
             )
         self.info = info
         self.shard_expression = shard_expression
-        self.keys = [quote_pg(k.name) for k in info.keys]
-        self.types = [k.db_type for k in info.keys]
-        self.columns = [quote_pg(c.name) for c in info.payload]
+        self._shard_sql = None if shard_expression is None else pg_text(shard_expression)
+        self.source = pg_text(info.info.source)
+        self.keys = [pg_text(quote_pg(k.name)) for k in info.keys]
+        self.types = [pg_text(k.db_type) for k in info.keys]
+        self.columns = [pg_text(quote_pg(c.name)) for c in info.payload]
 
     def _row(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
         casts = ", ".join(f"%s::{t}" for t in self.types)
@@ -234,7 +250,7 @@ class SourceReader:
             sql, values = self._row(bound)
             return f"{key} {op} {sql}", values
 
-        terms, params = chunk_terms(self.shard_expression, shard, chunk_or_range, compare)
+        terms, params = chunk_terms(self._shard_sql, shard, chunk_or_range, compare)
         return (" and ".join(terms) or "true"), params
 
     def _order(self) -> str:
@@ -246,8 +262,7 @@ class SourceReader:
         where, params = self.where(shard, chunk)
         select = ", ".join([*(f"s.{k}" for k in self.keys), *(f"s.{c}" for c in self.columns)])
         return (
-            f"select {select} from {self.info.info.source} as s where {where} "
-            f"order by {self._order()}",
+            f"select {select} from {self.source} as s where {where} order by {self._order()}",
             params,
         )
 
@@ -256,7 +271,7 @@ class SourceReader:
         keys_text = ", ".join(f"s.{k}::text" for k in self.keys)
         sample = f" tablesample system ({percent:.6f})" if percent is not None else ""
         return (
-            f"select {keys_text} from {self.info.info.source} as s{sample} where {where} "
+            f"select {keys_text} from {self.source} as s{sample} where {where} "
             f"order by {self._order()}",
             params,
         )

@@ -37,6 +37,24 @@ _DATE_TIME = ("date", "time", "datetime", "datetime2", "smalldatetime", "datetim
 _VIA_DATETIME2 = ("datetime", "smalldatetime")
 
 
+#: What pymssql reads as a placeholder in a statement run with parameters (it has no
+#: escape: ``%%`` stays two characters), and a quoted part of T-SQL, where it is left.
+_PLACEHOLDER = re.compile(r"('(?:[^']|'')*'|\[(?:[^\]]|\]\])*\])|%(?=[sd])")
+
+
+def mssql_text(sql: str) -> str:
+    """T-SQL of the user's (a shard expression) as it goes into a statement run with
+    parameters: pymssql reads ``%s`` and ``%d`` as placeholders, so an operator ``%``
+    right before a name (``id%shards``) gets a space, which T-SQL reads the same. In a
+    string literal or a bracketed name a ``%s`` cannot be written this way; the statement
+    then fails naming pymssql's error.
+
+    >>> mssql_text("id%shards + n % 4 + len('%s')")
+    "id% shards + n % 4 + len('%s')"
+    """
+    return _PLACEHOLDER.sub(lambda m: m.group(1) or "% ", sql)
+
+
 def _base(data_type: str) -> str:
     return data_type.split("(", 1)[0].strip().lower()
 
@@ -101,6 +119,7 @@ class SourceReader:
                 )
         self.info = info
         self.shard_expression = shard_expression
+        self._shard_sql = None if shard_expression is None else mssql_text(shard_expression)
         self.keys = [f"s.{quote_mssql(k.name)}" for k in info.keys]
         self.types = [k.db_type.strip() for k in info.keys]
         self.columns = [f"s.{quote_mssql(c.name)}" for c in info.payload]
@@ -111,7 +130,7 @@ class SourceReader:
         def compare(op: str, bound: Sequence[Any]) -> tuple[str, list[Any]]:
             return keyset(self.keys, self.types, op, bound)
 
-        terms, params = chunk_terms(self.shard_expression, shard, chunk_or_range, compare)
+        terms, params = chunk_terms(self._shard_sql, shard, chunk_or_range, compare)
         return (" and ".join(terms) or "1 = 1"), params
 
     def _order(self) -> str:

@@ -1450,6 +1450,15 @@ begin
                 @key_from);
             throw 51070, @msg, 1;
         end;
+        if try_convert(int, json_value(@key_from, N''$[0]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.orders: @key_from''''s value '',
+                json_value(@key_from, N''$[0]''),
+                N'' does not fit the key column order_id (int), so the landing could not compare the key with it; got '',
+                @key_from);
+            throw 51070, @msg, 1;
+        end;
     end;
     if @key_to is not null
     begin
@@ -1472,6 +1481,15 @@ begin
         begin
             set @msg = concat(
                 N''changefeed: snapshot_begin on shop.orders: @key_to must be NULL or a JSON array of 1 value (the key order_id), got '',
+                @key_to);
+            throw 51070, @msg, 1;
+        end;
+        if try_convert(int, json_value(@key_to, N''$[0]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.orders: @key_to''''s value '',
+                json_value(@key_to, N''$[0]''),
+                N'' does not fit the key column order_id (int), so the landing could not compare the key with it; got '',
                 @key_to);
             throw 51070, @msg, 1;
         end;

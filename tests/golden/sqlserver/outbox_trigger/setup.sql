@@ -1366,6 +1366,33 @@ begin
                 @key_from);
             throw 51070, @msg, 1;
         end;
+        if try_convert(uniqueidentifier, json_value(@key_from, N''$[0]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_from''''s value '',
+                json_value(@key_from, N''$[0]''),
+                N'' does not fit the key column tenant_id (uniqueidentifier), so the landing could not compare the key with it; got '',
+                @key_from);
+            throw 51070, @msg, 1;
+        end;
+        if try_convert(nvarchar(40), json_value(@key_from, N''$[1]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_from''''s value '',
+                json_value(@key_from, N''$[1]''),
+                N'' does not fit the key column sku (nvarchar(40)), so the landing could not compare the key with it; got '',
+                @key_from);
+            throw 51070, @msg, 1;
+        end;
+        if try_convert(bigint, json_value(@key_from, N''$[2]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_from''''s value '',
+                json_value(@key_from, N''$[2]''),
+                N'' does not fit the key column version (bigint), so the landing could not compare the key with it; got '',
+                @key_from);
+            throw 51070, @msg, 1;
+        end;
     end;
     if @key_to is not null
     begin
@@ -1390,6 +1417,33 @@ begin
         begin
             set @msg = concat(
                 N''changefeed: snapshot_begin on shop.order_lines: @key_to must be NULL or a JSON array of 3 values (the key tenant_id, sku, version), got '',
+                @key_to);
+            throw 51070, @msg, 1;
+        end;
+        if try_convert(uniqueidentifier, json_value(@key_to, N''$[0]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_to''''s value '',
+                json_value(@key_to, N''$[0]''),
+                N'' does not fit the key column tenant_id (uniqueidentifier), so the landing could not compare the key with it; got '',
+                @key_to);
+            throw 51070, @msg, 1;
+        end;
+        if try_convert(nvarchar(40), json_value(@key_to, N''$[1]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_to''''s value '',
+                json_value(@key_to, N''$[1]''),
+                N'' does not fit the key column sku (nvarchar(40)), so the landing could not compare the key with it; got '',
+                @key_to);
+            throw 51070, @msg, 1;
+        end;
+        if try_convert(bigint, json_value(@key_to, N''$[2]'')) is null
+        begin
+            set @msg = concat(
+                N''changefeed: snapshot_begin on shop.order_lines: @key_to''''s value '',
+                json_value(@key_to, N''$[2]''),
+                N'' does not fit the key column version (bigint), so the landing could not compare the key with it; got '',
                 @key_to);
             throw 51070, @msg, 1;
         end;
