@@ -95,14 +95,16 @@ begin
                       pg_catalog.sum(r.n) over (order by r.last_sequence
                                                 rows between unbounded preceding and current row) as running
                  from r
-                where r.last_sequence <= (select pg_catalog.max(w.order_sequence) from w))
-    select pg_catalog.array_agg(t.txid order by t.last_sequence) filter (where t.running - t.n < cf.v_max_rows),
-           pg_catalog.array_agg(t.hint_ms order by t.last_sequence) filter (where t.running - t.n < cf.v_max_rows),
-           pg_catalog.array_agg(t.n order by t.last_sequence) filter (where t.running - t.n < cf.v_max_rows),
-           pg_catalog.sum(t.n) filter (where t.running - t.n < cf.v_max_rows),
+                where r.last_sequence <= (select pg_catalog.max(w.order_sequence) from w)),
+         taken as (select t.txid, t.last_sequence, t.hint_ms, t.n from t
+                    where t.running - t.n < cf.v_max_rows)
+    select pg_catalog.array_agg(taken.txid order by taken.last_sequence),
+           pg_catalog.array_agg(taken.hint_ms order by taken.last_sequence),
+           pg_catalog.array_agg(taken.n order by taken.last_sequence),
+           pg_catalog.sum(taken.n),
            (select pg_catalog.count(*) from w)
       into v_txids, v_hints, v_counts, v_total, v_seen
-      from t;
+      from taken;
     exit when v_txids is not null or v_seen < v_window;
     v_window := v_window * 2;
   end loop;
