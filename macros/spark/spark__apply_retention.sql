@@ -159,16 +159,18 @@
   {%- endfor -%}
   {%- for name in listed -%}
     {%- set named = changefeed._spark_named_relation(name) -%}
-    {#-- its format unknown: a cursor table is read as a table format's (newest row first) --#}
+    {#-- its kind and format unknown: a state's cursor table, if it has one, says it is a
+         state; that table is read as a table format's (newest row first) --#}
     {%- do found.append({'name': name, 'relation': adapter.get_relation(none, named.schema, named.identifier),
-        'file_format': 'any', 'state': false}) -%}
+        'file_format': 'any', 'state': none}) -%}
   {%- endfor -%}
   {%- set consumers = [] -%}
   {%- for consumer in found -%}
     {#-- a state model (changefeed_current_state, changefeed_history) keeps its cursor in a
          table of its own, <state>__changefeed_cursor (11.8), not in its output --#}
-    {%- set state_cursor = none if consumer.relation is none else changefeed._spark_scd_cursor_row(
-        changefeed._spark_scd_cursor_relation(consumer.relation), consumer.file_format) -%}
+    {%- set state_cursor = none if consumer.relation is none or consumer.state is sameas false
+        else changefeed._spark_scd_cursor_row(changefeed._spark_scd_cursor_relation(consumer.relation),
+                                              consumer.file_format) -%}
     {%- if consumer.relation is none -%}
       {#-- not built yet: its first run reads the whole feed, so keep the whole feed --#}
       {%- do consumers.append({'name': consumer.name, 'consumed': 0}) -%}
