@@ -85,14 +85,16 @@ class Writer:
         between: Callable[[int], None] = lambda i: None,
     ) -> None:  # fmt: skip
         """One transaction of ``steps`` (key, label, delete); ``between(i)`` runs before
-        step ``i``. Events follow their writes (blocking: ``insert_events`` with the
-        images; outbox without capture: ``insert_outbox``; capture: the trigger)."""
+        step ``i``, and ``between(len(steps))`` after the last one, before the commit.
+        Events follow their writes (blocking: ``insert_events`` with the images; outbox
+        without capture: ``insert_outbox``; capture: the trigger)."""
         if self.mode == "blocking":
             with self.feed.write(conn, 0) as w:
                 for i, (key, label, delete) in enumerate(steps):
                     between(i)
                     image = _change(conn, self.table, key, label, delete)
                     w.insert_events([(key,)], images=[image])
+                between(len(steps))
             return
         with conn.transaction():
             for i, (key, label, delete) in enumerate(steps):
@@ -100,6 +102,7 @@ class Writer:
                 _change(conn, self.table, key, label, delete)
                 if self.mode == "outbox":
                     self.feed.insert_outbox(conn, 0, [(key,)])
+            between(len(steps))
 
 
 def _wait_for_lock_wait(admin: psycopg.Connection[Any], pid: int, done: threading.Event) -> None:
@@ -159,23 +162,16 @@ def _history(
         go.set()
         writer.transaction(b, [(h.key, "b", h.b_deletes)])
     else:
-        _b_first(admin, writer, a, b, h, go, done)
+
+        def let_a_wait(i: int) -> None:
+            if i == 1:  # b has written the key and not committed: a now waits for its lock
+                go.set()
+                _wait_for_lock_wait(admin, a.info.backend_pid, done)
+
+        writer.transaction(b, [(h.key, "b", h.b_deletes)], let_a_wait)
     thread.join(60)
     if failure:
         raise failure[0]
-
-
-def _b_first(
-    admin: psycopg.Connection[Any], writer: Writer, a: psycopg.Connection[Any],
-    b: psycopg.Connection[Any], h: History, go: threading.Event, done: threading.Event,
-) -> None:  # fmt: skip
-    """b writes the key, lets a go on (a then waits for the key's lock), and commits."""
-    with b.transaction():
-        _change(b, writer.table, h.key, "b", h.b_deletes)
-        if writer.mode == "outbox":
-            writer.feed.insert_outbox(b, 0, [(h.key,)])
-        go.set()
-        _wait_for_lock_wait(admin, a.info.backend_pid, done)
 
 
 def source_rows(conn: psycopg.Connection[Any], feed_id: str) -> dict[int, str]:
