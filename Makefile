@@ -8,11 +8,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 # pytest-xdist workers for `make test` and `make test-fast`. Two: the first takes the Spark
-# groups, the second the others (tests/conftest.py, "lanes"; docs/testing.md).
+# groups, the second the others (tests/support/schedule.py; docs/testing.md, "Workers").
 # `make test WORKERS=0` runs everything in one process.
 WORKERS ?= 2
 
-.PHONY: demo demo-status test test-fast test-sqlserver lint typecheck bench java venv jars compat-venv jvm-archive clean
+.PHONY: demo demo-status test test-fast test-durations test-sqlserver lint typecheck bench java venv jars compat-venv jvm-archive clean
 
 java:
 	@scripts/check_java.sh
@@ -87,6 +87,11 @@ test-fast: java venv jars compat-venv jvm-archive
 	$(BIN)/ruff check python tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n $(WORKERS) -m "not slow"
+
+# The full tier, recording each test group's seconds into tests/durations.json, which
+# orders the workers' lanes (tests/support/schedule.py); commit the file it writes.
+test-durations: java venv jars compat-venv jvm-archive
+	CHANGEFEED_RECORD_DURATIONS=1 $(BIN)/python -m pytest -n $(WORKERS)
 
 # The live SQL Server suite against the server CHANGEFEED_SQLSERVER_DSN names
 # (mssql://user:password@host:1433/master; docs/sqlserver.md, "Running the live suite").

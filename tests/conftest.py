@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support import spark_jvm
+from tests.support import schedule, spark_jvm
 from tests.support.real_parts import unavailable
 
 # The Spark JVMs of the processes the tests start get C1 only, the serial collector and
@@ -21,88 +21,12 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.child_options())
 
 # Under pytest-xdist (`make test` runs `-n 2`; pyproject's addopts choose `--dist
 # loadgroup --no-loadscope-reorder`) each worker is a test session of its own, with its own
-# PostgreSQL server, Spark session and dbt harness, and takes whole groups of tests. A
-# group is a module, so that module-scoped fixtures are set up once; the fault suite,
-# which shares the session harness of its conftest, is one group; and the modules whose
-# tests read the Spark kill scenario (a session fixture of two minutes) are one group, so
-# that the scenario runs once.
-#
-# Two lanes. The first worker takes the groups that start Spark, longest first; the
-# other takes the PostgreSQL, rendering and client groups, then Spark groups from the back
-# of the Spark lane (shortest first), so that the two meet in the middle; a worker with
-# nothing left in its own lane joins the other. Within a lane, groups go out in collection
-# order, longest first. The Delta and the Iceberg kill scenario of
-# tests/test_lakehouse_kills.py (four minutes each) are a group each, so that two workers
-# can run them at once.
+# PostgreSQL server, Spark session and dbt harness, and takes whole groups of tests, in
+# two lanes, longest first: tests/support/schedule.py has the rules.
 #
 # The groups are computed from node ids by the scheduler below rather than with
 # `xdist_group` marks: pytest-xdist 3.8 applies those marks by rewriting `item._nodeid`,
-# which pytest 9 no longer reads, so marked tests would be spread test by test. The
-# scheduler sees node ids only, so the Spark lane is a list of groups, checked against
-# the tests' markers and fixtures at collection (`pytest_collection_modifyitems`).
-KILL_SCENARIO_GROUP = "spark-kill-scenario"
-KILL_SCENARIO_MODULES = (
-    "tests/test_health_models.py",
-    "tests/test_spark_consumer.py",
-    "tests/test_spark_publish.py",
-)
-#: Modules whose module-scoped fixture runs a whole scenario per parameter (a table format):
-#: a group per parameter (the node id's first parameter), e.g.
-#: ``tests/test_lakehouse_kills.py[delta]``.
-PER_PARAMETER_MODULES = ("tests/test_lakehouse_kills.py",)
-#: Every group with a test that starts Spark, in this process or in a child, longest first
-#: (as measured in a full `make test`).
-SPARK_LANE = (
-    "tests/test_lakehouse_kills.py[delta]",
-    "tests/test_lakehouse_kills.py[iceberg]",
-    "tests/test_spark_scd.py",
-    KILL_SCENARIO_GROUP,
-    "tests/test_spark_scd_kill.py",
-    "tests/test_getting_started.py",
-    "tests/test_spark_reprocess.py",
-    "tests/test_snapshot_files.py",
-    "tests/test_docs_samples.py",
-    "tests/test_shared_catalog.py",
-    "tests/test_spark_retention.py",
-    "tests/test_landing.py",
-    "tests/test_demo.py",
-    "tests/test_snapshot.py",
-    "tests/test_spark_stream.py",
-    "tests/test_spark_lakehouse.py",
-    "tests/test_spark_consumer_window.py",
-    "tests/test_landing_continuous.py",
-    "tests/test_spark_row_images.py",
-    "tests/test_spark_key_order.py",
-    "tests/test_udfs_older_pyspark.py",
-    "tests/test_spark_udfs.py",
-    "tests/test_local_spark.py",
-    "tests/test_spark_source.py",
-    "tests/test_ulid_sql_macros.py",
-    "tests/test_spark_freshness.py",
-    "tests/sqlserver_live/test_spark_source_live.py",
-    "tests/sqlserver_live/test_live_snapshot_landing.py",
-)
-#: The longest of the other groups, first in their lane.
-LONGEST_FIRST = (
-    *SPARK_LANE,
-    "tests/test_pg_outbox_capture.py",
-    "tests/test_pg_feed_setup.py",
-    "tests/pg_faults",
-    "tests/test_sqlserver_render.py",
-)
-
-
-def worker_group(nodeid: str) -> str:
-    """The group of a test (``tests/x.py::test_y[...]``) under pytest-xdist."""
-    path = nodeid.split("::", 1)[0]
-    if path in KILL_SCENARIO_MODULES:
-        return KILL_SCENARIO_GROUP
-    if path.startswith("tests/pg_faults/"):
-        return "tests/pg_faults"
-    if path in PER_PARAMETER_MODULES and nodeid.endswith("]"):
-        parameters = nodeid[nodeid.rindex("[") + 1 : -1]  # "delta-first"
-        return f"{path}[{parameters.split('-', 1)[0]}]"
-    return path
+# which pytest 9 no longer reads, so marked tests would be spread test by test.
 
 
 def starts_spark(item: pytest.Item) -> bool:
@@ -121,16 +45,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    spark_modules = schedule.spark_modules()
+    seconds = schedule.recorded()
+
     class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return worker_group(nodeid)
+            return schedule.worker_group(nodeid)
 
         def _next_scope(self, node: Any) -> str | None:
-            spark_node = node is self.nodes[0]
-            scopes = list(self.workqueue)
-            spark = [s for s in scopes if s in SPARK_LANE]
-            other = [s for s in scopes if s not in SPARK_LANE]
-            if spark_node:
+            scopes = schedule.longest_first(self.workqueue, seconds)
+            spark = [s for s in scopes if schedule.is_spark_group(s, spark_modules)]
+            other = [s for s in scopes if not schedule.is_spark_group(s, spark_modules)]
+            if node is self.nodes[0]:
                 return (spark or other or [None])[0]
             return (other or spark[-1:] or [None])[0]
 
@@ -152,47 +78,65 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return LaneScheduling(config, log)
 
 
+#: Seconds per group of this run, for ``make test-durations`` (CHANGEFEED_RECORD_DURATIONS).
+_RUN_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("CHANGEFEED_RECORD_DURATIONS") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        group = schedule.worker_group(report.nodeid)
+        _RUN_SECONDS[group] = _RUN_SECONDS.get(group, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _RUN_SECONDS and exitstatus == 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
+        schedule.write_durations(_RUN_SECONDS)
+
+
 #: The Spark kill scenario (four Spark driver processes, each with dbt runs) takes about two
 #: minutes alone, and several times that while the other worker runs Spark too; its
 #: session fixture's set-up is charged to the first test that asks for it.
 KILL_SCENARIO_TIMEOUT_S = 1800
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the markers added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seconds = schedule.recorded()
     for item in items:
         if "kill_scenario_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(KILL_SCENARIO_TIMEOUT_S))
+        # `make test-fast` leaves out the tests marked slow: also those of a group whose
+        # run took longer than the fast tier can afford (its module-scoped scenario runs
+        # for any one of its tests).
+        if seconds.get(schedule.worker_group(item.nodeid), 0.0) > schedule.FAST_GROUP_SECONDS:
+            item.add_marker(pytest.mark.slow)
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     strays = [
         item.nodeid
         for item in items
         if "kill_scenario_run" in getattr(item, "fixturenames", ())
-        and worker_group(item.nodeid) != KILL_SCENARIO_GROUP
+        and schedule.worker_group(item.nodeid) != schedule.KILL_SCENARIO_GROUP
     ]
     if strays:
         raise pytest.UsageError(
             f"{strays[0]} reads the Spark kill scenario but its module is not in "
-            "KILL_SCENARIO_MODULES of tests/conftest.py: add it there, or each worker "
-            "runs the scenario again"
+            "KILL_SCENARIO_MODULES of tests/support/schedule.py: add it there, or each "
+            "worker runs the scenario again"
         )
+    spark_modules = schedule.spark_modules()
     off_lane = [
         item.nodeid
         for item in items
-        if starts_spark(item) and worker_group(item.nodeid) not in SPARK_LANE
+        if starts_spark(item)
+        and not schedule.is_spark_group(schedule.worker_group(item.nodeid), spark_modules)
     ]
     if off_lane:
         raise pytest.UsageError(
-            f"{off_lane[0]} starts Spark but its group {worker_group(off_lane[0])!r} is not "
-            "in SPARK_LANE of tests/conftest.py: add it there, or two workers run Spark at "
-            "once"
+            f"{off_lane[0]} starts Spark, but its module's source does not say so: mark it "
+            "(`pytestmark = pytest.mark.spark`), or the scheduler puts it in the lane of "
+            "the tests without Spark and two workers run Spark at once"
         )
-
-    def rank(item: pytest.Item) -> int:
-        group = worker_group(item.nodeid)
-        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the order within a group stays as collected
 
 
 @pytest.fixture(scope="session")
