@@ -89,7 +89,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _RUN_SECONDS and exitstatus == 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
+    # a run that failed tests still measured them; an interrupted one did not finish
+    finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    if _RUN_SECONDS and finished and not os.environ.get("PYTEST_XDIST_WORKER"):
         schedule.write_durations(_RUN_SECONDS)
 
 
