@@ -8,11 +8,15 @@
   with only the ``postgres`` extra installed.
 * ``macros/postgres`` and ``macros/sqlserver`` hold the same file names, at most 15, each
   listed in docs/contributing.md's map (item 2).
+* No module of ``python/changefeed`` takes part in an import cycle, counting imports inside
+  functions (they run too, only later) but not ``if TYPE_CHECKING:`` blocks (they never
+  run); every exception class of the package derives from ``changefeed.ChangefeedError``.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +59,66 @@ def imported(package: str, tree: ast.AST) -> Iterator[tuple[int, str]]:
                     yield node.lineno, f"{base}.{alias.name}"
 
 
+def module_edges(name: str, package: str, tree: ast.AST, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``name`` imports when it runs: ``from p import m``
+    is an edge to the module ``p.m`` when there is one, else to ``p``."""
+    edges: set[str] = set()
+    skipped = {
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for child in ast.walk(stmt)
+    }
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            edges.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                edges.update([target] if target in known else [base] if base in known else [])
+    edges.discard(name)
+    return edges
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
 def owner_of_private(module: str) -> str | None:
     """The package a private module belongs to (``a.b`` for ``a.b._c.d``), else None."""
     private = private_root(module)
@@ -95,6 +159,58 @@ def test_no_module_imports_another_packages_private_module() -> None:
                     f"module of {owner}; export what is needed from {owner} instead"
                 )
     assert not problems, "\n".join(problems)
+
+
+def test_import_cycles_are_found() -> None:
+    """The check below would pass vacuously if the finder found nothing."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p import q\n"
+        "def f():\n    from p import r\nfrom . import s\nimport p.t\n"
+    )
+    known = {"p", "p.q", "p.r", "p.s", "p.t"}
+    assert module_edges("p.m", "p", tree, known) == {"p.r", "p.s", "p.t"}
+
+
+def test_no_module_takes_part_in_an_import_cycle() -> None:
+    found = list(modules())
+    known = {name for name, _package, _path in found}
+    graph = {
+        name: module_edges(name, package, ast.parse(path.read_text(), str(path)), known)
+        for name, package, path in found
+    }
+    cycles = import_cycles(graph)
+    assert not cycles, "\n".join(
+        " <-> ".join(cycle) + ": move what both need into a module below them" for cycle in cycles
+    )
+
+
+def test_every_exception_of_the_package_derives_from_the_one_root() -> None:
+    from changefeed import ChangefeedError
+
+    classes, strays = [], []
+    for name, _package, _path in modules():
+        if name.endswith("__main__"):
+            continue
+        for value in vars(importlib.import_module(name)).values():
+            exception = isinstance(value, type) and issubclass(value, BaseException)
+            if exception and value.__module__ == name:
+                classes.append(value)
+                if not issubclass(value, ChangefeedError):
+                    strays.append(f"{name}.{value.__qualname__}")
+    assert not strays, f"derive these from changefeed.ChangefeedError: {strays}"
+    assert len(classes) >= 28, classes  # the walk sees the package's exceptions
+
+
+def test_each_database_code_belongs_to_one_class() -> None:
+    from changefeed import errors
+
+    declared = [c for c in errors._refusals() if vars(c).get("sqlstate")]
+    assert len({vars(c)["sqlstate"] for c in declared}) == len(declared)
+    numbers = [n for c in errors._refusals() for n in vars(c).get("sqlserver_errors", ())]
+    assert len(set(numbers)) == len(numbers) and all(51000 <= n < 52000 for n in numbers)
+    assert errors.by_sqlserver_error()[51072] is errors.WriteTransactionBroken
 
 
 def test_the_package_never_imports_the_demo() -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from changefeed.errors import ChangefeedError
+
 ENV_VAR = "CHANGEFEED_JARS"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / ".jars"
 
@@ -30,7 +32,7 @@ SPARK_MINOR = "4.1"
 ICEBERG_CATALOG = "iceberg"
 
 
-class LakehouseJarsMissing(RuntimeError):
+class LakehouseJarsMissing(ChangefeedError, RuntimeError):
     """The Delta Lake or Iceberg jars are not in the jars directory, or not for this Spark."""
 
 

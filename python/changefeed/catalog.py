@@ -32,6 +32,8 @@ from typing import Any
 from xml.etree import ElementTree
 
 from changefeed import _jars
+from changefeed._jvm import LOCAL_CONF, jvm_output_to, require_java
+from changefeed.errors import ChangefeedError
 
 #: Key of spark-defaults.conf naming the catalog directory; marks the file as this
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
@@ -43,7 +45,7 @@ HOST = "127.0.0.1"
 _SCHEMA_CREATED = "changefeed_schema_created"
 
 
-class CatalogError(RuntimeError):
+class CatalogError(ChangefeedError, RuntimeError):
     """The shared catalog cannot be set up or reached; the message names the fix."""
 
 
@@ -67,8 +69,6 @@ class Catalog:
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings of the catalog (what spark-defaults.conf holds)."""
-        from changefeed.local_spark import LOCAL_CONF
-
         driver = _jars.postgresql_driver()
         conf = {
             MARKER: str(self.directory),
@@ -174,8 +174,6 @@ def _create_schema(catalog: Catalog) -> None:
     import pyspark
     from pyspark import SparkConf
     from pyspark.java_gateway import launch_gateway
-
-    from changefeed.local_spark import jvm_output_to, require_java
 
     require_java()
     # A JVM with Spark's class path and the driver, but no Spark context: Hive's own

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from changefeed.errors import ChangefeedError
 
-class EmbeddedPostgresUnavailable(RuntimeError):
+
+class EmbeddedPostgresUnavailable(ChangefeedError, RuntimeError):
     """pgserver is not installed or its server failed to start."""
 
 

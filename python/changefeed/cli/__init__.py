@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 
 from changefeed import __version__
+from changefeed.errors import ChangefeedError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -44,7 +45,7 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
-class CliError(Exception):
+class CliError(ChangefeedError):
     """A failure the user can fix; the message names the cause and the fix."""
 
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:

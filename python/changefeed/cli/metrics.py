@@ -15,10 +15,8 @@ role, SQL Server), the outbox backlog where it may not read the outbox.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from changefeed.cli.status import ConsumerLag, FeedStatus, ShardStatus
+from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
 
 #: name -> help text. Order is the output order.
 METRICS: dict[str, str] = {

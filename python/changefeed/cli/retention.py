@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from datetime import timedelta
 from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.cli.feeds import add_connection_arguments, connect, ulid_text, ulid_time
 from changefeed.cli.local_spark import add_spark_arguments
-
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+from changefeed.cli.retention_policy import check_policy
+from changefeed.cli.spark_retention import run_spark
+from changefeed.errors import ChangefeedError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -96,39 +94,8 @@ def add_parser(subparsers: Any) -> None:
     add_spark_arguments(parser)
 
 
-def parse_age(text: str) -> timedelta:
-    """``--max-age`` as a timedelta.
-
-    >>> parse_age("7d"), parse_age("90"), parse_age("1.5h")
-    (datetime.timedelta(days=7), datetime.timedelta(seconds=90), datetime.timedelta(seconds=5400))
-    """
-    found = _AGE.match(text)
-    if not found:
-        raise CliError(
-            f"--max-age {text!r} is not an age: write a number with s, m, h or d (e.g. 7d, "
-            "36h, 90m), or plain seconds"
-        )
-    return timedelta(seconds=float(found.group(1)) * _UNIT_SECONDS[found.group(2)])
-
-
-def check_policy(args: argparse.Namespace) -> timedelta | None:
-    """Check ``--max-age`` and ``--keep-last``; return the age (None: not given)."""
-    if args.max_age is None and args.keep_last is None:
-        raise CliError(
-            "retention needs a policy: --max-age (remove events older than this), "
-            "--keep-last (keep the newest N events of each shard), or both"
-        )
-    if args.keep_last is not None and args.keep_last < 0:
-        raise CliError(f"--keep-last must be 0 or more, got {args.keep_last}")
-    return None if args.max_age is None else parse_age(args.max_age)
-
-
 def run(args: argparse.Namespace) -> int:
-    from changefeed.client import ChangefeedError
-
     if args.spark_table is not None:
-        from changefeed.cli.spark_retention import run_spark
-
         return run_spark(args)
     given = (("--consumer", args.consumer), ("--no-consumers", args.no_consumers))
     spark_only = [flag for flag, value in given if value]

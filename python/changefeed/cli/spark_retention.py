@@ -10,7 +10,7 @@ from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.cli.local_spark import start_local_spark
-from changefeed.cli.retention import check_policy
+from changefeed.cli.retention_policy import check_policy
 
 #: What a Spark feed table holds besides its own columns (docs/protocol.md 11.1).
 _FEED_COLUMNS = ("shard_id", "ulid", "changefeed_batch")

@@ -22,10 +22,10 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from changefeed.cli import CliError
 from changefeed.cli.catalog import shared_catalog
@@ -38,51 +38,11 @@ from changefeed.cli.feeds import (
     ulid_time,
 )
 from changefeed.cli.local_spark import start_local_spark
+from changefeed.cli.metrics import exposition
+from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
 from changefeed.client import ZERO_ULID
 
-if TYPE_CHECKING:
-    pass
-
 # -- status --------------------------------------------------------------------------------
-
-
-@dataclass
-class FeedStatus:
-    feed: str
-    mode: str
-    capture: str
-    capture_lost: bool | None
-    """With ``capture: trigger``: whether the source lost its triggers (CF011); else None."""
-
-
-@dataclass
-class ShardStatus:
-    feed: str
-    mode: str
-    shard: int
-    head: str | None
-    head_time: str | None
-    safe_point: str | None
-    pending: int
-    outbox: int | None
-    oldest_pending_age_s: float | None = None
-    """None where the user may not read the session table (PostgreSQL's reader role)."""
-    retention_horizon: str | None = None
-    """The newest ULID retention removed from the shard (readers below it fail)."""
-    head_unix: float | None = None
-    safe_point_unix: float | None = None
-    retention_horizon_unix: float | None = None
-
-
-@dataclass
-class ConsumerLag:
-    consumer: str
-    feed: str
-    shard: int
-    cursor: str | None
-    lag_events: int
-    oldest_unread_age_s: float | None
-    behind_retention: bool = False
 
 
 def add_parser(subparsers: Any) -> None:
@@ -150,8 +110,6 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     elif fmt == "prometheus":
-        from changefeed.cli.metrics import exposition
-
         print(exposition(feeds, shards, lags), end="")
     else:
         print(render(shards, lags, feeds))

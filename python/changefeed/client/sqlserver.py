@@ -40,19 +40,11 @@ from changefeed.client.core import (
 )
 from changefeed.client.errors import (
     CannotConnect,
-    CaptureLost,
     ChangefeedError,
     FeedNotFound,
-    FellBehindRetention,
-    InvalidArgument,
-    LockBurned,
     LockInTransaction,
     NoWriteInProgress,
-    SetupConflict,
     UlidRangeError,
-    WriteAbandoned,
-    WriteInProgress,
-    WriteOutsideBlock,
     WriteTransactionBroken,
 )
 from changefeed.client.feed import (
@@ -64,6 +56,7 @@ from changefeed.client.feed import (
     SafePoint,
     Snapshot,
 )
+from changefeed.errors import by_sqlserver_error
 
 Row = tuple[Any, ...]
 
@@ -546,32 +539,15 @@ def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]
 # -- errors --------------------------------------------------------------------------------
 
 #: The error number of :func:`publish_sql`'s refusal: PostgresFeed's WriteTransactionBroken.
-TRANSACTION_BROKEN = 51072
+TRANSACTION_BROKEN = WriteTransactionBroken.sqlserver_errors[0]
 
 
 #: The feed procedures' error numbers (docs/sqlserver.md, "Error numbers") as the exception
-#: classes PostgresFeed raises for the same refusal. Numbers not listed (51005, 51021,
-#: 51046, 51064: a lock not granted in time; 51011: update_state outside the writer's transaction,
-#: which this client never sends) become a plain ChangefeedError.
-_BY_NUMBER: dict[int, type[ChangefeedError]] = {
-    51001: LockInTransaction, 51015: LockInTransaction, 51020: LockInTransaction,
-    51040: LockInTransaction,
-    51002: InvalidArgument, 51003: InvalidArgument, 51004: InvalidArgument,
-    51023: InvalidArgument, 51045: InvalidArgument, 51057: InvalidArgument,
-    51058: InvalidArgument,
-    51006: WriteInProgress,
-    51010: NoWriteInProgress,
-    51012: WriteAbandoned, 51014: WriteAbandoned,
-    51013: LockBurned,
-    51062: FellBehindRetention, 51063: InvalidArgument, 51065: InvalidArgument,
-    51070: InvalidArgument, 51071: LockInTransaction,
-    51066: WriteOutsideBlock,
-    TRANSACTION_BROKEN: WriteTransactionBroken,
-    51068: CaptureLost,
-    51051: SetupConflict, 51052: SetupConflict, 51053: SetupConflict, 51054: SetupConflict,
-    51055: SetupConflict, 51059: SetupConflict,
-    51056: FeedNotFound,
-}  # fmt: skip
+#: classes PostgresFeed raises for the same refusal, from each class's ``sqlserver_errors``
+#: (:mod:`changefeed.errors`). Numbers not listed (51005, 51021, 51046, 51064: a lock not
+#: granted in time; 51011: update_state outside the writer's transaction, which this
+#: client never sends) become a plain ChangefeedError.
+_BY_NUMBER: dict[int, type[ChangefeedError]] = by_sqlserver_error()
 
 #: ``ulid()`` cannot THROW (it is a function): its refusals come as conversion error 245
 #: carrying the text.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from string import hexdigits
 
+from changefeed.errors import ChangefeedError
 from changefeed.ulid._constants import (
     ALPHABET,
     DASH_POSITIONS,
@@ -22,7 +23,7 @@ _ALIASES = frozenset("ILOUilou")
 _HEX = frozenset(hexdigits)
 
 
-class InvalidULID(ValueError):
+class InvalidULID(ChangefeedError, ValueError):
     """A value that is not a valid ULID (or UUID text, or 16-byte binary).
 
     ``index`` is the row of the value in the input, ``value`` the offending input as given

@@ -16,6 +16,7 @@ commit rule for Python writers such as a landing job:
 head nor past the cursor of a consumer it is given.
 """
 
+from changefeed.errors import FellBehindRetention
 from changefeed.spark.feedtable._feed import (
     BATCH_COLUMN,
     FORMATS,
@@ -32,7 +33,6 @@ from changefeed.spark.feedtable._feed import (
     write_batch,
 )
 from changefeed.spark.feedtable._retention import (
-    FellBehindRetention,
     RetentionResult,
     check_cursor,
     consumed_batch,

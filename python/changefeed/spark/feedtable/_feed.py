@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
+from changefeed.errors import ChangefeedError
+
 SHARD_COLUMN: Final = "shard_id"
 ULID_COLUMN: Final = "ulid"
 BATCH_COLUMN: Final = "changefeed_batch"
@@ -16,15 +18,14 @@ FORMATS: Final = ("parquet", "delta", "iceberg")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 
 
-class FeedOrderError(ValueError):
+class FeedOrderError(ChangefeedError, ValueError):
     """A batch would put an event at or below its shard's head (invariant F3)."""
 
 
 def _table(name: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(
-            f"a feed table is named 'catalog.schema.table', 'schema.table' or 'table'; "
-            f"got {name!r}"
+            f"a feed table is named 'catalog.schema.table', 'schema.table' or 'table'; got {name!r}"
         )
     return name
 
@@ -37,9 +38,7 @@ def table_format(spark: Any, table: str) -> str:
             provider = str(row[1]).strip().lower()
             if provider in FORMATS:
                 return provider
-            raise ValueError(
-                f"{table} is a {provider} table; a Spark feed is {', '.join(FORMATS)}"
-            )
+            raise ValueError(f"{table} is a {provider} table; a Spark feed is {', '.join(FORMATS)}")
     return "parquet"
 
 

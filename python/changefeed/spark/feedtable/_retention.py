@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from changefeed.errors import FellBehindRetention
 from changefeed.spark.feedtable._feed import (
     BATCH_COLUMN,
     SHARD_COLUMN,
@@ -29,10 +30,6 @@ CONSUMER_FIX = (
     "rebuild it from the feed's oldest kept batch with dbt run --full-refresh --select "
     "<the consumer> (docs/operations.md, Retention)"
 )
-
-
-class FellBehindRetention(RuntimeError):
-    """A consumer's cursor lies below the feed's horizon: reading on would skip events."""
 
 
 @dataclass(frozen=True)

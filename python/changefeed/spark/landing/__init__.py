@@ -58,7 +58,8 @@ from changefeed.spark.landing._landing import (
 from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress
 from changefeed.spark.landing._snapshot import cancel as cancel_snapshot
 from changefeed.spark.landing._snapshot import request as request_snapshot
-from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS, SnapshotRequest
+from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS
+from changefeed.spark.landing._snapshot_types import SnapshotRequest
 from changefeed.spark.source import ChangefeedSourceError
 
 __all__ = [

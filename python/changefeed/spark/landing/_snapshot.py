@@ -22,16 +22,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from changefeed.client.core import quote_pg
 from changefeed.spark.landing._snapshot_dialect import statements
 from changefeed.spark.landing._snapshot_plan import (
-    SnapshotRequest,
-    SourceReader,
-    _estimated_rows,
     chunk_frame,
     chunk_reader,
     group,
@@ -39,7 +35,8 @@ from changefeed.spark.landing._snapshot_plan import (
     resume_point,
     ulid_before,
 )
-from changefeed.spark.source import ChangefeedSourceError, RowLayout, SourceFeed, to_hex
+from changefeed.spark.landing._snapshot_types import SnapshotRequest, snapshot_table
+from changefeed.spark.source import ChangefeedSourceError, SourceFeed, to_hex
 
 LOG = logging.getLogger("changefeed.snapshot")
 
@@ -117,18 +114,6 @@ def _duration(seconds: float) -> str:
 # -- Requests -----------------------------------------------------------------------
 
 
-def _decode_bound(raw: Any, names: Sequence[str], what: str) -> tuple[Any, ...] | None:
-    if raw is None:
-        return None
-    values = json.loads(raw) if isinstance(raw, str) else raw
-    if not isinstance(values, list) or len(values) != len(names):
-        raise ChangefeedSourceError(
-            f"{what} must be a JSON array of {len(names)} value(s) (the key "
-            f"{', '.join(names)}), got {raw!r}"
-        )
-    return tuple(values)
-
-
 def key_bound(text: str | None, names: Sequence[str], what: str) -> str | None:
     """A ``--key-from``/``--key-to`` value as the JSON array ``snapshot_begin`` takes: a
     JSON array, or for a one-column key also a bare value (``42`` or ``abc``)."""
@@ -152,77 +137,6 @@ def key_bound(text: str | None, names: Sequence[str], what: str) -> str | None:
             f"{', '.join(names)}), none null; got {text!r}"
         )
     return json.dumps(value)
-
-
-def _snapshot_table(info: SourceFeed) -> str:
-    if "snapshot_begin" not in info.names:
-        raise ChangefeedSourceError(
-            f"feed {info.feed_id} was set up by a package without snapshots: run "
-            "`dbt run-operation changefeed.upgrade_feed` (or setup_feed) for it first; it "
-            "adds the snapshot table and routines and keeps the data"
-        )
-    return info.info.q("snapshot")
-
-
-def request_snapshot(
-    conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
-) -> SnapshotRequest:
-    """Reserve the block of a new request (``snapshot_begin``); the next landing runs it."""
-    import psycopg
-
-    _snapshot_table(info)
-    try:
-        row = conn.execute(
-            f"select s.snapshot_id from {info.info.q('snapshot_begin')}(%s, %s, %s) as s",
-            (shard, key_from, key_to),
-        ).fetchone()
-    except psycopg.Error as exc:
-        if exc.sqlstate != "CF007":
-            raise
-        # snapshot_begin refused an argument (12.1), before it recorded anything
-        raise ChangefeedSourceError(str(exc.diag.message_primary or exc)) from None
-    found = [r for r in pending_requests(conn, info) if r.snapshot_id == int(row[0])]
-    return found[0]
-
-
-def pending_requests(conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
-    """The feed's unfinished requests, oldest first ([] for a feed without snapshots)."""
-    if "snapshot" not in info.names:
-        return []
-    names = [k.name for k in info.keys]
-    rows = conn.execute(
-        f"select snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to "
-        f"from {info.info.q('snapshot')} where finished_at is null order by snapshot_id"
-    ).fetchall()
-    return [
-        SnapshotRequest(
-            int(r[0]),
-            int(r[1]),
-            bytes(r[2]),
-            bytes(r[3]),
-            _decode_bound(r[4], names, "key_from"),
-            _decode_bound(r[5], names, "key_to"),
-        )
-        for r in rows
-    ]
-
-
-def finish(conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
-    conn.execute(
-        f"select {info.info.q('snapshot_finish')}(%s, %s)", (request.snapshot_id, rows)
-    ).fetchone()
-
-
-def shard_expression(conn: Any, info: SourceFeed) -> str | None:
-    """The feed's ``shard`` expression with ``capture: trigger``, else None."""
-    row = conn.execute(
-        f"select options from {quote_pg(info.changefeed_schema)}.feeds where feed_id = %s",
-        (info.feed_id,),
-    ).fetchone()
-    options = dict(row[0]) if row and row[0] else {}
-    if options.get("capture") == "trigger" and options.get("shard"):
-        return str(options["shard"])
-    return None
 
 
 def wait_for_barrier(
@@ -316,9 +230,7 @@ def execute(
     for chunk_group in group(chunks, per_batch):
         if files is not None:
             # the rows of the files the tasks wrote and closed (no job to count them)
-            landed = _snapshot_files.write_batch(
-                spark, chunk_group, read, table, batch + 1, files
-            )
+            landed = _snapshot_files.write_batch(spark, chunk_group, read, table, batch + 1, files)
         else:
             frame = chunk_frame(spark, chunk_group, read, schema)
             _format.write_batch(frame, table, batch + 1, fmt)
@@ -403,7 +315,7 @@ def request(
         raise ChangefeedSourceError(f"shard must be a 32-bit integer, got {shard!r}")
     with open_backend(options.connection, options.changefeed_schema) as backend:
         info = backend.describe(options.feed, True)
-        _snapshot_table(info)
+        snapshot_table(info)
         names = [k.name for k in info.keys]
         bounds = key_bound(key_from, names, "key_from"), key_bound(key_to, names, "key_to")
         conn = backend.conn  # type: ignore[attr-defined]
@@ -431,7 +343,7 @@ def cancel(source_options: Mapping[str, str], snapshot_id: int) -> SnapshotReque
     options = parse_options(source_options)
     with open_backend(options.connection, options.changefeed_schema) as backend:
         info = backend.describe(options.feed, False)
-        _snapshot_table(info)
+        snapshot_table(info)
         conn = backend.conn  # type: ignore[attr-defined]
         db = statements(info.dialect)
         found = [r for r in db.pending_requests(conn, info) if r.snapshot_id == snapshot_id]
@@ -442,46 +354,3 @@ def cancel(source_options: Mapping[str, str], snapshot_id: int) -> SnapshotReque
             )
         db.finish(conn, info, found[0], 0)
         return found[0]
-
-
-class PostgresStatements:
-    """PostgreSQL's side of a snapshot (psycopg; :class:`._snapshot_dialect.SnapshotStatements`):
-    the functions of this module and of :mod:`._snapshot_plan`."""
-
-    def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
-        return SourceReader(info, shard_expression)
-
-    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
-        return pending_requests(conn, info)
-
-    def request(
-        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
-    ) -> SnapshotRequest:
-        return request_snapshot(conn, info, shard, key_from, key_to)
-
-    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
-        finish(conn, info, request, rows)
-
-    def shard_expression(self, conn: Any, info: SourceFeed) -> str | None:
-        return shard_expression(conn, info)
-
-    def estimated_rows(self, conn: Any, source: str) -> int:
-        return _estimated_rows(conn, source)
-
-    def fetch_all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
-
-    def fetch_batches(
-        self, conn: Any, sql: str, params: Sequence[Any], size: int
-    ) -> Iterator[list[tuple[Any, ...]]]:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            while rows := cur.fetchmany(size):
-                yield rows
-
-    def arrow_reader(
-        self, conn: Any, uri: str, layout: RowLayout
-    ) -> Callable[[str, Sequence[Any]], Iterator[list[Any]]] | None:
-        from changefeed.spark.landing import _snapshot_arrow
-
-        return _snapshot_arrow.reader(conn, uri, layout)

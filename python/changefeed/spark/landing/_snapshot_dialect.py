@@ -1,23 +1,38 @@
 """What a snapshot asks of the source database (docs/protocol.md section 12), one
-implementation per dialect: PostgreSQL's in :mod:`._snapshot` (psycopg), SQL Server's in
-:mod:`._snapshot_sqlserver` (pymssql). The planning and the landing around them are the
-same for both."""
+implementation per dialect: PostgreSQL's in :mod:`._snapshot_postgres` (psycopg), SQL
+Server's in :mod:`._snapshot_sqlserver` (pymssql). The planning and the landing around them
+are the same for both."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from changefeed.spark.landing._snapshot_plan import SnapshotRequest
-    from changefeed.spark.source import RowLayout, SourceFeed
+from changefeed.spark.landing._snapshot_postgres import PostgresStatements
+from changefeed.spark.landing._snapshot_sqlserver import SqlServerStatements
+from changefeed.spark.landing._snapshot_types import Chunk, SnapshotRequest
+from changefeed.spark.source import ChangefeedSourceError, RowLayout, SourceFeed
+
+
+class ChunkStatements(Protocol):
+    """The SQL of a request's chunks on the feed's source table (what
+    :meth:`SnapshotStatements.reader` returns): each statement and its parameters."""
+
+    info: SourceFeed
+    shard_expression: str | None
+
+    def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]: ...
+
+    def sample_sql(
+        self, shard: int, whole: Chunk, percent: float | None
+    ) -> tuple[str, list[Any]]: ...
 
 
 class SnapshotStatements(Protocol):
     """The database's side of a snapshot: the requests, the feed's shard expression, the
     table's size, and the chunk and sample reads (their SQL from :meth:`reader`)."""
 
-    def reader(self, info: SourceFeed, shard_expression: str | None) -> Any:
+    def reader(self, info: SourceFeed, shard_expression: str | None) -> ChunkStatements:
         """The chunk and sample statements (``chunk_sql``, ``sample_sql``) of the feed."""
         ...
 
@@ -47,12 +62,19 @@ class SnapshotStatements(Protocol):
         ...
 
 
+#: Each dialect of a feed's connection (``SourceFeed.dialect``) and its statements.
+STATEMENTS: dict[str, type[SnapshotStatements]] = {
+    "postgres": PostgresStatements,
+    "sqlserver": SqlServerStatements,
+}
+
+
 def statements(dialect: str) -> SnapshotStatements:
     """The snapshot statements of a source database (``SourceFeed.dialect``)."""
-    if dialect == "sqlserver":
-        from changefeed.spark.landing._snapshot_sqlserver import SqlServerStatements
-
-        return SqlServerStatements()
-    from changefeed.spark.landing._snapshot import PostgresStatements
-
-    return PostgresStatements()
+    found = STATEMENTS.get(dialect)
+    if found is None:
+        raise ChangefeedSourceError(
+            f"no snapshot statements for a {dialect!r} database; snapshots read "
+            f"{' and '.join(sorted(STATEMENTS))} sources"
+        )
+    return found()

@@ -35,7 +35,8 @@ from typing import Any
 
 from changefeed.spark.feedtable import BATCH_COLUMN
 from changefeed.spark.landing._format import TableName, table_location
-from changefeed.spark.landing._snapshot_plan import Chunk, chunk_specs
+from changefeed.spark.landing._snapshot_plan import chunk_specs
+from changefeed.spark.landing._snapshot_types import Chunk
 
 #: The staging directories' prefix (hidden from Spark's listing by its leading dot).
 STAGING_PREFIX = ".changefeed-snapshot-"

@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from changefeed.client.core import quote_pg
-from changefeed.spark.landing._snapshot_dialect import statements
+from changefeed.spark.landing._snapshot_dialect import ChunkStatements, statements
+from changefeed.spark.landing._snapshot_types import Chunk, SnapshotRequest
 from changefeed.spark.source import (
     BatchBuilder,
     ChangefeedSourceError,
     FeedOptions,
-    SourceFeed,
     to_hex,
 )
 
@@ -42,30 +40,6 @@ _ARROW_ROWS = 65_536
 SAMPLE_KEYS_PER_CHUNK = 10_000
 #: The most keys a plan samples (they travel to the driver as text).
 SAMPLE_KEYS_MAX = 1_000_000
-
-
-@dataclass(frozen=True)
-class SnapshotRequest:
-    """One row of ``snapshot:<feed>``: ``key_from``/``key_to`` are inclusive bounds, one
-    value per key column (None: unbounded)."""
-
-    snapshot_id: int
-    shard: int
-    first_ulid: bytes
-    last_ulid: bytes
-    key_from: tuple[Any, ...] | None
-    key_to: tuple[Any, ...] | None
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """A key range read by one task: ``lower`` (inclusive or not) to ``upper``."""
-
-    index: int
-    lower: tuple[str, ...] | None
-    lower_inclusive: bool
-    upper: tuple[str, ...] | None
-    upper_inclusive: bool
 
 
 # -- ULIDs (protocol 12.2) ---------------------------------------------------------
@@ -181,105 +155,9 @@ def split_keys(sample: Sequence[tuple[str, ...]], chunks: int) -> list[tuple[str
     return picked
 
 
-def chunk_terms(
-    shard_sql: str | None,
-    shard: int,
-    chunk: Chunk,
-    compare: Callable[[str, Sequence[Any]], tuple[str, list[Any]]],
-) -> tuple[list[str], list[Any]]:
-    """The terms of a chunk's predicate and their parameters: the shard expression's
-    shard (capture: trigger feeds; ``shard_sql`` is the expression as the driver's
-    placeholders need it, :func:`pg_text`), then each key bound as ``compare(op, bound)``
-    writes it (the key compared with the bound by ``op``)."""
-    terms: list[str] = []
-    params: list[Any] = []
-    if shard_sql is not None:
-        terms.append(f"({shard_sql}) = %s")
-        params.append(shard)
-    bounds = (
-        (chunk.lower, ">=" if chunk.lower_inclusive else ">"),
-        (chunk.upper, "<=" if chunk.upper_inclusive else "<"),
-    )
-    for bound, op in bounds:
-        if bound is not None:
-            sql, values = compare(op, bound)
-            terms.append(sql)
-            params += values
-    return terms, params
-
-
-def pg_text(sql: str) -> str:
-    """SQL text of the user's (a shard expression such as ``region % 4``, a name) as it
-    goes into a statement run with parameters: psycopg reads every ``%`` as the start of
-    a placeholder, and ``%%`` as one ``%``.
-
-    >>> pg_text("region % 4")
-    'region %% 4'
-    """
-    return sql.replace("%", "%%")
-
-
-class SourceReader:
-    """SQL for a request's chunks, on the feed's source table (PostgreSQL). Every
-    statement runs with parameters, so the names and the shard expression in it are
-    :func:`pg_text`."""
-
-    def __init__(self, info: SourceFeed, shard_expression: str | None) -> None:
-        if info.payload is None:
-            raise ChangefeedSourceError(
-                f"a snapshot lands source rows: land feed {info.feed_id} with payload=true "
-                "(changefeed land --payload)"
-            )
-        self.info = info
-        self.shard_expression = shard_expression
-        self._shard_sql = None if shard_expression is None else pg_text(shard_expression)
-        self.source = pg_text(info.info.source)
-        self.keys = [pg_text(quote_pg(k.name)) for k in info.keys]
-        self.types = [pg_text(k.db_type) for k in info.keys]
-        self.columns = [pg_text(quote_pg(c.name)) for c in info.payload]
-
-    def _row(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        casts = ", ".join(f"%s::{t}" for t in self.types)
-        return f"row({casts})", [None if v is None else str(v) for v in values]
-
-    def where(self, shard: int, chunk_or_range: Chunk) -> tuple[str, list[Any]]:
-        """The predicate of a chunk (or of a whole request, as a chunk with index -1)."""
-        key = f"row({', '.join(self.keys)})"
-
-        def compare(op: str, bound: Sequence[Any]) -> tuple[str, list[Any]]:
-            sql, values = self._row(bound)
-            return f"{key} {op} {sql}", values
-
-        terms, params = chunk_terms(self._shard_sql, shard, chunk_or_range, compare)
-        return (" and ".join(terms) or "true"), params
-
-    def _order(self) -> str:
-        # Qualified: a bare name in ORDER BY means an output column first, and the
-        # sample's outputs are the keys as text, which would sort as text.
-        return ", ".join(f"s.{k}" for k in self.keys)
-
-    def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]:
-        where, params = self.where(shard, chunk)
-        select = ", ".join([*(f"s.{k}" for k in self.keys), *(f"s.{c}" for c in self.columns)])
-        return (
-            f"select {select} from {self.source} as s where {where} order by {self._order()}",
-            params,
-        )
-
-    def sample_sql(self, shard: int, whole: Chunk, percent: float | None) -> tuple[str, list[Any]]:
-        where, params = self.where(shard, whole)
-        keys_text = ", ".join(f"s.{k}::text" for k in self.keys)
-        sample = f" tablesample system ({percent:.6f})" if percent is not None else ""
-        return (
-            f"select {keys_text} from {self.source} as s{sample} where {where} "
-            f"order by {self._order()}",
-            params,
-        )
-
-
 def plan(
     conn: Any,
-    reader: SourceReader,
+    reader: ChunkStatements,
     shard: int,
     first_index: int,
     lower: tuple[str, ...] | None,
@@ -319,20 +197,11 @@ def plan(
     )
 
 
-def _estimated_rows(conn: Any, source: str) -> int:
-    row = conn.execute(
-        "select c.reltuples::bigint from pg_catalog.pg_class as c "
-        "where c.oid = pg_catalog.to_regclass(%s)",
-        (source,),
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else -1
-
-
 # -- Reading on the executors ---------------------------------------------------------
 
 
 def chunk_reader(
-    options: FeedOptions, reader: SourceReader, shard: int, first_ulid: bytes
+    options: FeedOptions, reader: ChunkStatements, shard: int, first_ulid: bytes
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: each input row names a chunk (its index and JSON);
     each task opens its own connection (the landing's connection options travel with

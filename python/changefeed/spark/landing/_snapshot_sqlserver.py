@@ -19,8 +19,12 @@ from typing import Any
 
 from changefeed.client import ChangefeedError, quote_mssql
 from changefeed.client import sqlserver as client
-from changefeed.spark.landing._snapshot import _decode_bound
-from changefeed.spark.landing._snapshot_plan import Chunk, SnapshotRequest, chunk_terms
+from changefeed.spark.landing._snapshot_types import (
+    Chunk,
+    SnapshotRequest,
+    chunk_terms,
+    decode_bound,
+)
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed
 
 #: A registered SQL Server type as the statements may spell it: ``bigint``,
@@ -237,8 +241,8 @@ def _request(found: Any, names: Sequence[str]) -> SnapshotRequest:
         found.shard_id,
         found.first_ulid,
         found.last_ulid,
-        _decode_bound(found.key_from, names, "key_from"),
-        _decode_bound(found.key_to, names, "key_to"),
+        decode_bound(found.key_from, names, "key_from"),
+        decode_bound(found.key_to, names, "key_to"),
     )
 
 
@@ -247,5 +251,7 @@ def _translated() -> Iterator[None]:
     """The client's errors as the data source's (their messages name cause and fix)."""
     try:
         yield
+    except ChangefeedSourceError:
+        raise  # already the data source's (every error derives from ChangefeedError)
     except ChangefeedError as exc:
         raise ChangefeedSourceError(str(exc)) from None

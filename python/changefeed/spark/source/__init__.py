@@ -19,10 +19,10 @@ from changefeed.spark.source._backend import (
     Backend,
     Connection,
     SourceFeed,
-    open_backend,
     parse_connection,
     read_range,
 )
+from changefeed.spark.source._dialects import open_backend
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._options import OPTIONS, FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset, to_hex

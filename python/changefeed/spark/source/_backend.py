@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID, FeedInfo, redact
+from changefeed.errors import ChangefeedError
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._positions import to_hex
 from changefeed.spark.source._types import Column, RowLayout
@@ -163,8 +164,6 @@ class Backend(ABC):
     def save_cursors(self, info: SourceFeed, consumer: str, cursors: Mapping[int, bytes]) -> None:
         """Register ``consumer``'s committed cursors, so retention keeps every event after
         them (protocol 8.1). A feed set up without retention removes nothing: no-op."""
-        from changefeed.client import ChangefeedError
-
         if "save_cursor" not in info.names:
             return
         try:
@@ -197,17 +196,6 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_backend(connection: Connection, changefeed_schema: str = "changefeed") -> Backend:
-    """Connect; an unreachable database raises :class:`ChangefeedSourceError` naming it."""
-    if connection.dialect == "postgres":
-        from changefeed.spark.source._postgres import PostgresBackend
-
-        return PostgresBackend(connection, changefeed_schema)
-    from changefeed.spark.source._sqlserver import SqlServerBackend
-
-    return SqlServerBackend(connection, changefeed_schema)
 
 
 def read_range(

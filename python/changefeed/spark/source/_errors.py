@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from changefeed.errors import ChangefeedError
 
-class ChangefeedSourceError(ValueError):
+
+class ChangefeedSourceError(ChangefeedError, ValueError):
     """A feed cannot be read as asked; the message names the cause and the fix.
 
     Raised for a missing or bad option, an unknown feed, a bad ULID or offset, and an

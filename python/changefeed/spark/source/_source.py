@@ -32,9 +32,9 @@ from changefeed.spark.source._backend import (
     Backend,
     Connection,
     SourceFeed,
-    open_backend,
     read_range,
 )
+from changefeed.spark.source._dialects import open_backend
 from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._limits import bounded_ends, events_up_to
 from changefeed.spark.source._options import FeedOptions, parse_options

@@ -30,6 +30,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from numpy.typing import NDArray
 
 from changefeed import ulid as _ulid
+from changefeed.errors import ChangefeedError
 from changefeed.ulid import (
     ULID_BYTES,
     ULID_CHARS,
@@ -46,7 +47,7 @@ HIGH_BYTES: Final = 8
 _MICROS_PER_MS: Final = 1000
 
 
-class StrictULIDError(ValueError):
+class StrictULIDError(ChangefeedError, ValueError):
     """An invalid value met a ``strict=True`` function.
 
     ``function`` is the SQL name of the function, ``value`` the offending input (``str``

@@ -1,0 +1,202 @@
+"""PostgreSQL's statements of a snapshot (docs/protocol.md section 12), through psycopg:
+the requests (``snapshot:<feed>``, ``snapshot_begin``, ``snapshot_finish``), the feed's
+``shard`` expression, the table's size, and the chunk and sample reads of the source.
+:mod:`._snapshot` runs them exactly as it runs SQL Server's
+(:class:`~._snapshot_dialect.SnapshotStatements`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from changefeed.client.core import quote_pg
+from changefeed.spark.landing._snapshot_types import (
+    Chunk,
+    SnapshotRequest,
+    chunk_terms,
+    decode_bound,
+    snapshot_table,
+)
+from changefeed.spark.source import ChangefeedSourceError, RowLayout, SourceFeed
+
+
+def pg_text(sql: str) -> str:
+    """SQL text of the user's (a shard expression such as ``region % 4``, a name) as it
+    goes into a statement run with parameters: psycopg reads every ``%`` as the start of
+    a placeholder, and ``%%`` as one ``%``.
+
+    >>> pg_text("region % 4")
+    'region %% 4'
+    """
+    return sql.replace("%", "%%")
+
+
+class SourceReader:
+    """SQL for a request's chunks, on the feed's source table (PostgreSQL). Every
+    statement runs with parameters, so the names and the shard expression in it are
+    :func:`pg_text`."""
+
+    def __init__(self, info: SourceFeed, shard_expression: str | None) -> None:
+        if info.payload is None:
+            raise ChangefeedSourceError(
+                f"a snapshot lands source rows: land feed {info.feed_id} with payload=true "
+                "(changefeed land --payload)"
+            )
+        self.info = info
+        self.shard_expression = shard_expression
+        self._shard_sql = None if shard_expression is None else pg_text(shard_expression)
+        self.source = pg_text(info.info.source)
+        self.keys = [pg_text(quote_pg(k.name)) for k in info.keys]
+        self.types = [pg_text(k.db_type) for k in info.keys]
+        self.columns = [pg_text(quote_pg(c.name)) for c in info.payload]
+
+    def _row(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        casts = ", ".join(f"%s::{t}" for t in self.types)
+        return f"row({casts})", [None if v is None else str(v) for v in values]
+
+    def where(self, shard: int, chunk_or_range: Chunk) -> tuple[str, list[Any]]:
+        """The predicate of a chunk (or of a whole request, as a chunk with index -1)."""
+        key = f"row({', '.join(self.keys)})"
+
+        def compare(op: str, bound: Sequence[Any]) -> tuple[str, list[Any]]:
+            sql, values = self._row(bound)
+            return f"{key} {op} {sql}", values
+
+        terms, params = chunk_terms(self._shard_sql, shard, chunk_or_range, compare)
+        return (" and ".join(terms) or "true"), params
+
+    def _order(self) -> str:
+        # Qualified: a bare name in ORDER BY means an output column first, and the
+        # sample's outputs are the keys as text, which would sort as text.
+        return ", ".join(f"s.{k}" for k in self.keys)
+
+    def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]:
+        where, params = self.where(shard, chunk)
+        select = ", ".join([*(f"s.{k}" for k in self.keys), *(f"s.{c}" for c in self.columns)])
+        return (
+            f"select {select} from {self.source} as s where {where} order by {self._order()}",
+            params,
+        )
+
+    def sample_sql(self, shard: int, whole: Chunk, percent: float | None) -> tuple[str, list[Any]]:
+        where, params = self.where(shard, whole)
+        keys_text = ", ".join(f"s.{k}::text" for k in self.keys)
+        sample = f" tablesample system ({percent:.6f})" if percent is not None else ""
+        return (
+            f"select {keys_text} from {self.source} as s{sample} where {where} "
+            f"order by {self._order()}",
+            params,
+        )
+
+
+def request_snapshot(
+    conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+) -> SnapshotRequest:
+    """Reserve the block of a new request (``snapshot_begin``); the next landing runs it."""
+    import psycopg
+
+    snapshot_table(info)
+    try:
+        row = conn.execute(
+            f"select s.snapshot_id from {info.info.q('snapshot_begin')}(%s, %s, %s) as s",
+            (shard, key_from, key_to),
+        ).fetchone()
+    except psycopg.Error as exc:
+        if exc.sqlstate != "CF007":
+            raise
+        # snapshot_begin refused an argument (12.1), before it recorded anything
+        raise ChangefeedSourceError(str(exc.diag.message_primary or exc)) from None
+    found = [r for r in pending_requests(conn, info) if r.snapshot_id == int(row[0])]
+    return found[0]
+
+
+def pending_requests(conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
+    """The feed's unfinished requests, oldest first ([] for a feed without snapshots)."""
+    if "snapshot" not in info.names:
+        return []
+    names = [k.name for k in info.keys]
+    rows = conn.execute(
+        f"select snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to "
+        f"from {info.info.q('snapshot')} where finished_at is null order by snapshot_id"
+    ).fetchall()
+    return [
+        SnapshotRequest(
+            int(r[0]),
+            int(r[1]),
+            bytes(r[2]),
+            bytes(r[3]),
+            decode_bound(r[4], names, "key_from"),
+            decode_bound(r[5], names, "key_to"),
+        )
+        for r in rows
+    ]
+
+
+def finish(conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
+    conn.execute(
+        f"select {info.info.q('snapshot_finish')}(%s, %s)", (request.snapshot_id, rows)
+    ).fetchone()
+
+
+def shard_expression(conn: Any, info: SourceFeed) -> str | None:
+    """The feed's ``shard`` expression with ``capture: trigger``, else None."""
+    row = conn.execute(
+        f"select options from {quote_pg(info.changefeed_schema)}.feeds where feed_id = %s",
+        (info.feed_id,),
+    ).fetchone()
+    options = dict(row[0]) if row and row[0] else {}
+    if options.get("capture") == "trigger" and options.get("shard"):
+        return str(options["shard"])
+    return None
+
+
+def estimated_rows(conn: Any, source: str) -> int:
+    row = conn.execute(
+        "select c.reltuples::bigint from pg_catalog.pg_class as c "
+        "where c.oid = pg_catalog.to_regclass(%s)",
+        (source,),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else -1
+
+
+class PostgresStatements:
+    """PostgreSQL's side of a snapshot (:class:`._snapshot_dialect.SnapshotStatements`):
+    the functions of this module."""
+
+    def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
+        return SourceReader(info, shard_expression)
+
+    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
+        return pending_requests(conn, info)
+
+    def request(
+        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+    ) -> SnapshotRequest:
+        return request_snapshot(conn, info, shard, key_from, key_to)
+
+    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
+        finish(conn, info, request, rows)
+
+    def shard_expression(self, conn: Any, info: SourceFeed) -> str | None:
+        return shard_expression(conn, info)
+
+    def estimated_rows(self, conn: Any, source: str) -> int:
+        return estimated_rows(conn, source)
+
+    def fetch_all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+    def fetch_batches(
+        self, conn: Any, sql: str, params: Sequence[Any], size: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            while rows := cur.fetchmany(size):
+                yield rows
+
+    def arrow_reader(
+        self, conn: Any, uri: str, layout: RowLayout
+    ) -> Callable[[str, Sequence[Any]], Iterator[list[Any]]] | None:
+        from changefeed.spark.landing import _snapshot_arrow
+
+        return _snapshot_arrow.reader(conn, uri, layout)
