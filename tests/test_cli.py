@@ -319,3 +319,62 @@ def test_the_script_entry_point(shop_uri: str) -> None:
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "shop.orders" in result.stdout
+
+
+def test_no_warning_where_xdg_runtime_dir_is_unset(tmp_path: Path) -> None:
+    """pgserver warns at import where XDG_RUNTIME_DIR is unset (most servers): a command
+    that checks the catalog's embedded server prints no warning all the same."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["PYTHONWARNINGS"] = "default"
+    bare = subprocess.run([sys.executable, "-c", "import pgserver"],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "XDG_RUNTIME_DIR" in bare.stderr  # the warning this test would miss otherwise
+    directory = tmp_path / "catalog"
+    directory.mkdir()
+    (directory / "catalog.json").write_text(json.dumps({"warehouse": str(tmp_path), "port": 1}))
+    result = subprocess.run(
+        [sys.executable, "-m", "changefeed.cli", "catalog", "stop", "--dir", str(directory)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "stopped the server" in result.stdout
+    assert "Warning" not in result.stderr, result.stderr
+
+
+def test_a_continuous_landing_says_nothing_new_at_most_once_a_minute(capsys: Any) -> None:
+    """Polled every 0.1 s for 3 minutes with one batch: an idle line at 0, 1, 2 and 3
+    minutes (1% early) by default, one per run with --verbose, none with --quiet; every
+    landed batch is printed (but with --quiet), with singular nouns and a rate that is
+    not rounded to 0."""
+    from changefeed.cli.land import IDLE_LINE_SECONDS, Printer
+    from changefeed.spark.landing import LandingResult
+
+    def lines(**kwargs: bool) -> list[str]:
+        now = [0.0]
+        printer = Printer(1.0, clock=lambda: now[0], **kwargs)
+        for run in range(1800):
+            now[0] = run * 0.1 + 0.05
+            batch = 7 if run == 900 else None
+            printer(LandingResult("l.t", batch, 3 if batch else 0, {}, {0: b""}, 0.05))
+        return capsys.readouterr().out.splitlines()
+
+    default = lines()
+    assert IDLE_LINE_SECONDS == 60.0
+    idle = "l.t: nothing new (1 shard, 0.1 s)"
+    batch = "l.t: batch 7, 3 events from 1 shard in 0.1 s (60 events/s)"
+    assert default == [idle, idle, batch, idle, idle]
+    assert len(lines(verbose=True)) == 1800
+    assert lines(quiet=True) == []
+    slow = LandingResult("l.t", 2, 3, {}, {0: b"", 1: b""}, 10.0).summary()
+    assert slow == "l.t: batch 2, 3 events from 2 shards in 10.0 s (0.3 events/s)"
+
+
+def test_verbose_and_quiet_need_continuous(capsys: Any) -> None:
+    code = main(["land", "--connection", "postgresql://x@h/db", "--feed", "a.b", "--table",
+                 "l.b", "--quiet"])  # fmt: skip
+    assert code == 1
+    assert "--quiet needs --continuous" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["land", "--connection", "postgresql://x@h/db", "--feed", "a.b", "--table", "l.b",
+              "--continuous", "--quiet", "--verbose"])  # fmt: skip
+    assert "not allowed with argument" in capsys.readouterr().err

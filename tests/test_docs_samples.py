@@ -452,7 +452,7 @@ def test_python_api_samples_run_in_order(
         out = capsys.readouterr().out
         assert "True 0" in out
         assert "feed 'shop.nope' is not registered" in out
-        assert "shop_landing.orders_feed: batch 1, 2 events from 1 shards" in out
+        assert "shop_landing.orders_feed: batch 1, 2 events from 1 shard" in out
         assert "PostgreSQL 16" in out
         result = namespace["result"]
         assert (result.batch, result.events) == (1, 2)

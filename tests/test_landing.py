@@ -216,7 +216,7 @@ def test_the_docs_examples_run(
     argv[argv.index("--table") + 1] = "cf_docs_landing.cli_orders"
     capsys.readouterr()
     assert main([*argv, "--spark", "existing"]) == 0
-    assert "cf_docs_landing.cli_orders: batch 1, 5 events from 1 shards" in capsys.readouterr().out
+    assert "cf_docs_landing.cli_orders: batch 1, 5 events from 1 shard" in capsys.readouterr().out
     argv[argv.index("--feed") + 1] = "cf_docs_spark.nothing"
     assert main([*argv, "--spark", "existing"]) == 1
     error = capsys.readouterr().err

@@ -33,6 +33,7 @@ from xml.etree import ElementTree
 
 from changefeed import _jars
 from changefeed._jvm import LOCAL_CONF, jvm_output_to, require_java
+from changefeed.embedded_postgres import import_pgserver
 from changefeed.errors import ChangefeedError
 
 #: Key of spark-defaults.conf naming the catalog directory; marks the file as this
@@ -271,6 +272,7 @@ def _server(catalog: Catalog) -> Any:
     """What pgserver needs to initialise and run the data directory, without starting
     it: pgserver's own start listens on a Unix socket only, and JDBC needs TCP."""
     try:
+        import_pgserver()
         from pgserver.postgres_server import PostgresServer
         from pgserver.utils import ensure_user_exists
     except ImportError:
@@ -293,6 +295,7 @@ def _server(catalog: Catalog) -> Any:
 
 
 def _running(catalog: Catalog) -> bool:
+    import_pgserver()
     from pgserver.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(catalog.pgdata.resolve())
@@ -317,6 +320,7 @@ def _start_server(catalog: Catalog) -> None:
 
 
 def _pg_ctl(server: Any, args: list[str]) -> None:
+    import_pgserver()
     from pgserver._commands import POSTGRES_BIN_PATH
 
     subprocess.run(
@@ -346,6 +350,7 @@ def _connect(catalog: Catalog, dbname: str = METASTORE_DB):  # type: ignore[no-u
 
 
 def _free_port() -> int:
+    import_pgserver()
     from pgserver.utils import find_suitable_port
 
     return int(find_suitable_port(HOST))

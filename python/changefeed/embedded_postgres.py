@@ -8,6 +8,7 @@ data directory and is removed when the process that started it exits.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,19 @@ from changefeed.errors import ChangefeedError
 
 class EmbeddedPostgresUnavailable(ChangefeedError, RuntimeError):
     """pgserver is not installed or its server failed to start."""
+
+
+def import_pgserver() -> Any:
+    """Import pgserver (and return it) without the warning its import prints where
+    ``XDG_RUNTIME_DIR`` is unset (most servers and containers): pgserver asks platformdirs
+    for a runtime directory at import time, uses the ``/tmp`` fallback it gets, and the
+    warning would precede every command that starts or checks an embedded server.
+    Raises ``ImportError`` when pgserver is not installed; import its submodules after
+    this call."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver
+    return pgserver
 
 
 @dataclass(frozen=True)
@@ -41,7 +55,7 @@ def start(data_dir: str | Path | None = None, *, persistent: bool = False) -> Em
     True
     """
     try:
-        import pgserver
+        pgserver = import_pgserver()
     except ImportError as exc:  # pragma: no cover - exercised only without the dev extra
         raise EmbeddedPostgresUnavailable(
             "pgserver is not installed; run `make test` or `pip install pgserver`"
@@ -49,9 +63,7 @@ def start(data_dir: str | Path | None = None, *, persistent: bool = False) -> Em
     directory = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="cf-pg-"))
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        handle = pgserver.get_server(  # type: ignore[attr-defined]
-            str(directory), cleanup_mode=None if persistent else "delete"
-        )
+        handle = pgserver.get_server(str(directory), cleanup_mode=None if persistent else "delete")
     except Exception as exc:
         raise EmbeddedPostgresUnavailable(
             f"the embedded PostgreSQL server in {directory} failed to start: {exc}"

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from changefeed.embedded_postgres import import_pgserver
 from shop_demo._chart import Series, line_chart, report_html
 from shop_demo._check import CheckResult, run_check
 from shop_demo._dbt import DbtProject, postgres_output, spark_session_output
@@ -55,22 +56,20 @@ class Metrics:
 def start_postgres(layout: DemoLayout) -> tuple[str, Any]:
     """The demo's embedded server: data in ``<state>/pg``, stopped when the demo exits."""
     layout.pg_dir.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pgserver warns about XDG_RUNTIME_DIR on import
-        try:
-            import pgserver
-        except ImportError:
-            raise DemoError(
-                "pgserver is not installed, so there is no embedded PostgreSQL: run `make demo` "
-                "(it installs everything into .venv) or `pip install -e '.[postgres,dev]'`"
-            ) from None
-        try:
-            handle = pgserver.get_server(str(layout.pg_dir), cleanup_mode="stop")  # type: ignore[attr-defined]
-        except Exception as exc:
-            raise DemoError(
-                f"the embedded PostgreSQL in {layout.pg_dir} did not start ({exc}); see "
-                f"{layout.pg_dir / 'log'}, or delete {layout.root} to start over"
-            ) from exc
+    try:
+        pgserver = import_pgserver()
+    except ImportError:
+        raise DemoError(
+            "pgserver is not installed, so there is no embedded PostgreSQL: run `make demo` "
+            "(it installs everything into .venv) or `pip install -e '.[postgres,dev]'`"
+        ) from None
+    try:
+        handle = pgserver.get_server(str(layout.pg_dir), cleanup_mode="stop")
+    except Exception as exc:
+        raise DemoError(
+            f"the embedded PostgreSQL in {layout.pg_dir} did not start ({exc}); see "
+            f"{layout.pg_dir / 'log'}, or delete {layout.root} to start over"
+        ) from exc
     return str(handle.get_uri()), handle
 
 
@@ -99,7 +98,6 @@ class Demo:
     def run(self) -> int:
         # Deprecation notes from inside pyspark are not the user's business here.
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
-        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
         say = self.progress.say
         layout = self.layout
         if self.options.reset and layout.root.exists():

@@ -5,6 +5,10 @@
     changefeed land ... --continuous --interval 60       # one batch per minute until stopped
     changefeed land ... --continuous --interval 1 --poll 0.1   # low latency: within seconds
 
+A continuous landing prints one line per landed batch, and a run that found nothing new
+at most once a minute (``--verbose``: every run; ``--quiet``: no per-run line, errors and
+the final ``stopped`` only).
+
 By default the command starts an embedded local Spark (``local[2]``). With
 ``SPARK_CONF_DIR`` naming a shared catalog (``changefeed catalog init``) it uses that
 catalog, which ``dbt run`` and other Spark processes use at the same time; otherwise its
@@ -22,6 +26,8 @@ import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from changefeed.cli import CliError
@@ -47,6 +53,12 @@ def add_parser(subparsers: Any) -> None:
                         help="--continuous: seconds between two looks for new events, 0.05 "
                         "to --interval (default: --interval); e.g. --interval 1 --poll 0.1 "
                         "lands events within seconds")  # fmt: skip
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--verbose", action="store_true",
+                       help="--continuous: a line for every run, also those that found "
+                       "nothing new")  # fmt: skip
+    shown.add_argument("--quiet", action="store_true",
+                       help="--continuous: no line per run (errors still go to stderr)")
     add_spark_arguments(parser)
 
 
@@ -180,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--{exc}") from None
     elif args.poll is not None:
         raise CliError("--poll needs --continuous")
+    if (args.verbose or args.quiet) and not args.continuous:
+        raise CliError(f"--{'verbose' if args.verbose else 'quiet'} needs --continuous")
     options = source_options(args)
     try:
         # Seconds, where a Spark start takes half a minute: a wrong connection, driver
@@ -197,9 +211,9 @@ def run(args: argparse.Namespace) -> int:
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
+        printer = Printer(args.interval, verbose=args.verbose, quiet=args.quiet)
         land_continuously(spark, options, args.table, interval=args.interval, poll=args.poll,
-                          stop=stop, on_result=_Printer(args.interval),
-                          table_format=args.table_format)  # fmt: skip
+                          stop=stop, on_result=printer, table_format=args.table_format)  # fmt: skip
         print("changefeed land: stopped", flush=True)
         return 0
     except ChangefeedSourceError as exc:
@@ -214,20 +228,37 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else repr(exc)
 
 
-class _Printer:
-    """Prints every landed batch, and a run that found nothing new at most once per
-    interval (with a short --poll, most runs find nothing new)."""
+#: The most often a continuous landing says that it found nothing new, by default.
+IDLE_LINE_SECONDS = 60.0
 
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self.last = -float("inf")
+
+class Printer:
+    """The continuous landing's output: every landed batch, and a run that found nothing
+    new at most once per ``max(interval, IDLE_LINE_SECONDS)`` (with a short --poll, most
+    runs find nothing new). ``verbose``: every run; ``quiet``: nothing."""
+
+    def __init__(
+        self,
+        interval: float,
+        *,
+        verbose: bool = False,
+        quiet: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.idle_every = 0.0 if verbose else max(interval, IDLE_LINE_SECONDS)
+        self.quiet = quiet
+        self.clock = clock
+        self.last_idle = -float("inf")
 
     def __call__(self, result: Any) -> None:
-        import time
-
-        started = time.monotonic() - result.seconds
+        if self.quiet:
+            return
+        if result.batch is not None:
+            print(result.summary(), flush=True)
+            return
+        started = self.clock() - result.seconds
         # 1% slack: with --poll = --interval, runs start one interval apart, give or take
-        # the timer's resolution, and each prints as before.
-        if result.batch is not None or started - self.last >= 0.99 * self.interval:
-            self.last = started
+        # the timer's resolution, and each prints.
+        if started - self.last_idle >= 0.99 * self.idle_every:
+            self.last_idle = started
             print(result.summary(), flush=True)

@@ -76,15 +76,37 @@ class LandingResult:
     seconds: float
 
     def summary(self) -> str:
+        """One line for a log: the batch, its events and shards, and the rate.
+
+        >>> LandingResult("l.t", 3, 3, {}, {0: b""}, 10.0).summary()
+        'l.t: batch 3, 3 events from 1 shard in 10.0 s (0.3 events/s)'
+        >>> LandingResult("l.t", None, 0, {}, {0: b"", 1: b""}, 0.25).summary()
+        'l.t: nothing new (2 shards, 0.2 s)'
+        """
+        shards = _counted(len(self.safe_points), "shard")
         if self.batch is None:
-            return (
-                f"{self.table}: nothing new ({len(self.safe_points)} shards, {self.seconds:.1f} s)"
-            )
-        rate = self.events / self.seconds if self.seconds > 0 else float("inf")
+            return f"{self.table}: nothing new ({shards}, {self.seconds:.1f} s)"
         return (
-            f"{self.table}: batch {self.batch}, {self.events} events from "
-            f"{len(self.safe_points)} shards in {self.seconds:.1f} s ({rate:,.0f} events/s)"
+            f"{self.table}: batch {self.batch}, {_counted(self.events, 'event')} from {shards} "
+            f"in {self.seconds:.1f} s ({_rate(self.events, self.seconds)} events/s)"
         )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _rate(events: int, seconds: float) -> str:
+    """Events per second, with two significant digits below 10 (3 events in 10 s is 0.3,
+    not 0).
+
+    >>> _rate(3, 10.0), _rate(1520, 0.4), _rate(5, 0.0)
+    ('0.3', '3,800', 'inf')
+    """
+    if seconds <= 0:
+        return "inf"
+    rate = events / seconds
+    return f"{rate:.2g}" if rate < 10 else f"{rate:,.0f}"
 
 
 @dataclass
