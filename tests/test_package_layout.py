@@ -203,6 +203,23 @@ def test_every_exception_of_the_package_derives_from_the_one_root() -> None:
     assert len(classes) >= 28, classes  # the walk sees the package's exceptions
 
 
+def test_every_modules_doctests_pass() -> None:
+    """The examples in the docstrings are the modules' documentation: they must hold."""
+    import doctest
+
+    attempted, failures = 0, []
+    for name, _package, _path in modules():
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, report=False)
+        attempted += result.attempted
+        if result.failed:
+            failures.append(f"{name}: {result.failed} of {result.attempted} failed")
+    assert not failures, "\n".join(failures)
+    assert attempted > 100  # the walk sees the examples
+
+
 def test_each_database_code_belongs_to_one_class() -> None:
     from changefeed import errors
 

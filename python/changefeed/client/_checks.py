@@ -24,7 +24,7 @@ def integer(value: Any, what: str, low: int = -_INT64, high: int = _INT64) -> in
     3
     >>> integer(None, "shard")
     Traceback (most recent call last):
-    changefeed.client.errors.InvalidArgument: shard must be an integer, not None
+    changefeed.errors.InvalidArgument: shard must be an integer, not None
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{what} must be an integer, not {value!r}")
@@ -48,7 +48,7 @@ def ulid(value: Any, what: str) -> bytes:
 
     >>> ulid(bytes(15), "cursor")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    changefeed.client.errors.InvalidArgument: cursor must be 16 bytes (...), not 15 bytes
+    changefeed.errors.InvalidArgument: cursor must be 16 bytes (...), not 15 bytes
     """
     if not isinstance(value, bytes | bytearray | memoryview):
         raise InvalidArgument(
@@ -145,7 +145,7 @@ def key_bound(values: Any, names: Sequence[str], what: str) -> str | None:
     '[1000]'
     >>> key_bound(1000, ["order_id"], "key_from")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    changefeed.client.errors.InvalidArgument: key_from must be None or a list of 1 value ...
+    changefeed.errors.InvalidArgument: key_from must be None or a list of 1 value ...
     """
     if values is None:
         return None
