@@ -1118,18 +1118,20 @@ def test_others_testing_commands_collect() -> None:
 
 def test_testing_tiers_are_make_targets_and_select_tests() -> None:
     """The tiers of docs/testing.md: each `make` line names a target of the Makefile whose
-    pytest runs with the workers (test-fast: and without the slow tests); each pytest line
-    selects tests."""
+    pytest runs with the workers (test-fast: and without the slow tests; test-durations:
+    recording the groups' seconds); each pytest line selects tests."""
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^WORKERS \?= 2$", makefile, re.M)  # two workers, as the page says
     prerequisites = "java venv jars compat-venv jvm-archive"
     recipes = {
         name: re.search(rf"^{name}: {prerequisites}\n((?:\t.*\n)+)", makefile, re.M)
-        for name in ("test", "test-fast")
+        for name in ("test", "test-fast", "test-durations")
     }
-    assert recipes["test"] and recipes["test-fast"], makefile
+    assert all(recipes.values()), makefile
     assert "pytest -n $(WORKERS)\n" in recipes["test"].group(1)
     assert 'pytest -n $(WORKERS) -m "not slow"\n' in recipes["test-fast"].group(1)
+    recording = "CHANGEFEED_RECORD_DURATIONS=1 $(BIN)/python -m pytest -n $(WORKERS)\n"
+    assert recording in recipes["test-durations"].group(1)
     for line in sample("testing-tiers").splitlines():
         command = line.split("#", 1)[0].strip()
         if command.startswith("make "):
