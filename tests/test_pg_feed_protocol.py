@@ -773,3 +773,37 @@ def test_outbox_rejects_time_hints_outside_the_ulid_range(conn: psycopg.Connecti
         ITEMS.write(conn, 44).__enter__()
     with pytest.raises(WrongMode):
         ORDERS.move_outbox(conn, 44)
+
+
+def test_shards_and_snapshot_requests_as_on_sql_server(conn: psycopg.Connection[Any]) -> None:
+    """PostgresFeed.shards/snapshot_begin/snapshot_finish/snapshots: the SqlServerFeed
+    methods of the same names, with the same arguments, checks and results."""
+    s = 93
+    with ORDERS.write(conn, s) as w:
+        w.insert_events([(930,)])
+    assert s in ORDERS.shards(conn)
+    assert s not in ITEMS.shards(conn)
+    before = datetime.now(timezone.utc).replace(tzinfo=None)
+    made = ITEMS.snapshot_begin(conn, s, key_from=[1, "a"])
+    assert (made.shard_id, made.key_from, made.key_to) == (s, '[1, "a"]', None)
+    assert ulid_low(made.last_ulid) - ulid_low(made.first_ulid) == BLOCK - 1
+    assert made.requested_at.tzinfo is None and made.requested_at >= before - timedelta(seconds=1)
+    assert (made.finished_at, made.rows_landed) == (None, None)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # committed
+    assert made in ITEMS.snapshots(conn, pending_only=True)
+    assert s in ITEMS.shards(conn)  # the reserved block made a state row
+    with pytest.raises(InvalidArgument, match="key_from must be None or a list of 2 values"):
+        ITEMS.snapshot_begin(conn, s, key_from=5)
+    with pytest.raises(InvalidArgument, match="shard must be an integer"):
+        ITEMS.snapshot_begin(conn, "0")  # type: ignore[arg-type]
+    with conn.transaction(), pytest.raises(LockInTransaction, match="outside a transaction"):
+        ITEMS.snapshot_begin(conn, s)
+    assert ITEMS.snapshot_finish(conn, made.snapshot_id, 12) is True
+    assert ITEMS.snapshot_finish(conn, made.snapshot_id, 12) is False
+    with pytest.raises(InvalidArgument, match="no snapshot request"):
+        ITEMS.snapshot_finish(conn, 10**12, 0)
+    with pytest.raises(InvalidArgument, match="rows_landed must be in"):
+        ITEMS.snapshot_finish(conn, made.snapshot_id, -1)
+    done = [r for r in ITEMS.snapshots(conn) if r.snapshot_id == made.snapshot_id]
+    assert done[0].rows_landed == 12 and done[0].finished_at is not None
+    assert made.snapshot_id not in [r.snapshot_id for r in ITEMS.snapshots(conn, True)]

@@ -271,6 +271,79 @@ class FeedClient:
             conn, "retain", operation, "retention", "retention routines and tables"
         )
 
+    # -- snapshots (protocol 12.1): the checks here, the statements in each dialect's hooks
+
+    def snapshot_begin(
+        self,
+        conn: Any,
+        shard: int,
+        key_from: Sequence[Any] | None = None,
+        key_to: Sequence[Any] | None = None,
+    ) -> Snapshot:
+        """Request a snapshot of ``shard``: reserve the next block of the shard, empty, and
+        record the request (``snapshot_begin``). ``key_from`` and ``key_to`` bound the key
+        range, inclusive: a list of one value per key column, None for no bound. The
+        reserved block lies above every block allocated before and below every one after,
+        so every change committed later gets an event above it (protocol 12, P3). The
+        request is committed before this returns, so the connection must not be inside a
+        transaction (:class:`LockInTransaction`; on SQL Server it must be in autocommit
+        mode). The next landing of the feed executes the request (``changefeed
+        snapshot``; pending ones: :meth:`snapshots`).
+        """
+        info = self._snapshot_info(conn, "snapshot_begin")
+        shard = _checks.shard(shard)
+        bounds = [_checks.key_bound(b, info.key_names, w)
+                  for b, w in ((key_from, "key_from"), (key_to, "key_to"))]  # fmt: skip
+        self._outside_transaction(conn, "snapshot_begin commits the request before it returns")
+        snapshot_id = self._snapshot_begin(conn, info, shard, bounds[0], bounds[1])
+        return self._snapshot_rows(conn, info, snapshot_id=snapshot_id)[0]
+
+    def snapshot_finish(self, conn: Any, snapshot_id: int, rows_landed: int) -> bool:
+        """Mark request ``snapshot_id`` finished with ``rows_landed`` rows
+        (``snapshot_finish``): True if this call finished it, False if it was finished
+        before. An unknown request raises :class:`InvalidArgument`."""
+        info = self._snapshot_info(conn, "snapshot_finish")
+        snapshot_id = _checks.integer(snapshot_id, "snapshot_id")
+        rows_landed = _checks.integer(rows_landed, "rows_landed", 0)
+        return self._snapshot_finish(conn, info, snapshot_id, rows_landed)
+
+    def snapshots(self, conn: Any, pending_only: bool = False) -> list[Snapshot]:
+        """The feed's snapshot requests, oldest first (``pending_only``: not finished);
+        empty for a feed set up without snapshots (it has none)."""
+        info = self.info(conn)
+        if "snapshot" not in info.names:
+            return []
+        return self._snapshot_rows(conn, info, pending_only=pending_only)
+
+    def _outside_transaction(self, conn: Any, why: str) -> None:
+        """Raise :class:`LockInTransaction` (naming ``why``) if ``conn`` is in a transaction."""
+        raise NotImplementedError
+
+    def _snapshot_begin(
+        self, conn: Any, info: FeedInfo, shard: int, key_from: str | None, key_to: str | None
+    ) -> int:
+        raise NotImplementedError
+
+    def _snapshot_finish(self, conn: Any, info: FeedInfo, snapshot_id: int, rows: int) -> bool:
+        raise NotImplementedError
+
+    def _snapshot_rows(
+        self,
+        conn: Any,
+        info: FeedInfo,
+        *,
+        snapshot_id: int | None = None,
+        pending_only: bool = False,
+    ) -> list[Snapshot]:
+        """The requests (one, or the pending ones, or all), times as naive UTC."""
+        raise NotImplementedError
+
+    def _snapshot_info(self, conn: Any, operation: str) -> FeedInfo:
+        """The registry entry, if the feed has the snapshot routines (protocol 12.1)."""
+        return self._info_with(
+            conn, "snapshot_begin", operation, "snapshots", "snapshot table and routines"
+        )
+
     def _info_with(self, conn: Any, kind: str, operation: str, feature: str, adds: str) -> FeedInfo:
         """The registry entry, if the feed has the object ``kind``; else
         :class:`NeedsUpgrade`: set up by a package without ``feature``."""

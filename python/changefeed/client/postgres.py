@@ -68,6 +68,7 @@ from changefeed.client.feed import (
     FeedClient,
     Page,
     SafePoint,
+    Snapshot,
 )
 
 
@@ -258,6 +259,11 @@ class PostgresFeed(FeedClient):
         return load(conn, self.feed_id, self.schema)
 
     # -- registry ------------------------------------------------------------------------
+
+    def shards(self, conn: Any) -> list[int]:
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
+        info = self._info_with(conn, "shards", "shards", "shard listing", "shards function")
+        return [int(r[0]) for r in run(conn, f"select s.shard_id from {info.q('shards')}() as s")]
 
     def ulid_sql(self, conn: Any) -> str:
         """The SQL expression for the next ULID of the connection's write (blocking mode).
@@ -578,6 +584,54 @@ class PostgresFeed(FeedClient):
             f"from {info.q('retain')}(%s, %s, %s, %s) as r",
             (max_age_ms, keep_last, override_consumers, shard),
         )
+
+
+    # -- snapshots (protocol 12): the checks in FeedClient ------------------------------
+
+    def _outside_transaction(self, conn: Any, why: str) -> None:
+        import psycopg
+
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise LockInTransaction(
+                f"feed {self.feed_id}: {why} and needs a connection outside a transaction "
+                "block; commit or roll back first"
+            )
+
+    def _snapshot_begin(
+        self, conn: Any, info: FeedInfo, shard: int, key_from: str | None, key_to: str | None
+    ) -> int:
+        rows = run(
+            conn,
+            f"select s.snapshot_id from {info.q('snapshot_begin')}(%s, %s, %s) as s",
+            (shard, key_from, key_to),
+        )
+        return int(rows[0][0])
+
+    def _snapshot_finish(self, conn: Any, info: FeedInfo, snapshot_id: int, rows: int) -> bool:
+        sql = f"select {info.q('snapshot_finish')}(%s, %s)"
+        return bool(run(conn, sql, (snapshot_id, rows))[0][0])
+
+    def _snapshot_rows(
+        self,
+        conn: Any,
+        info: FeedInfo,
+        *,
+        snapshot_id: int | None = None,
+        pending_only: bool = False,
+    ) -> list[Snapshot]:
+        where, params = "", [] if snapshot_id is None else [snapshot_id]
+        if snapshot_id is not None:
+            where = " where sn.snapshot_id = %s"
+        elif pending_only:
+            where = " where sn.finished_at is null"
+        rows = run(
+            conn,
+            "select sn.snapshot_id, sn.shard_id, sn.first_ulid, sn.last_ulid, sn.key_from, "
+            "sn.key_to, sn.requested_at at time zone 'UTC', sn.finished_at at time zone 'UTC', "
+            f"sn.rows_landed from {info.q('snapshot')} as sn{where} order by sn.snapshot_id",
+            params,
+        )
+        return [Snapshot.from_row(r) for r in rows]
 
 
 def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:

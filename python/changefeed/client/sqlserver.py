@@ -942,70 +942,50 @@ class SqlServerFeed(FeedClient):
     def _horizons(self, conn: Any, info: FeedInfo, shards: Sequence[int]) -> dict[int, bytes]:
         return horizons(conn, info, shards)
 
-    # -- snapshots (protocol 12) ---------------------------------------------------------
+    # -- snapshots (protocol 12): the checks in FeedClient ------------------------------
 
-    def snapshot_begin(
-        self,
-        conn: Any,
-        shard: int,
-        key_from: Sequence[Any] | None = None,
-        key_to: Sequence[Any] | None = None,
-    ) -> Snapshot:
-        """Request a snapshot of ``shard``: reserve the next block of the shard, empty, and
-        record the request (``snapshot_begin``). ``key_from`` and ``key_to`` bound the key
-        range, inclusive: a list of one value per key column, None for no bound. The
-        reserved block lies above every block allocated before and below every one after,
-        so every change committed later gets an event above it (protocol 12, P3). The
-        procedure commits in a transaction of its own: the connection must be in
-        autocommit mode (:func:`connect`). The next landing of the feed executes the
-        request (``changefeed snapshot``; pending ones: :meth:`snapshots`).
-        """
-        info = self._snapshot_info(conn, "snapshot_begin")
-        shard = _checks.shard(shard)
-        bounds = [_checks.key_bound(b, info.key_names, w)
-                  for b, w in ((key_from, "key_from"), (key_to, "key_to"))]  # fmt: skip
+    def _outside_transaction(self, conn: Any, why: str) -> None:
         if getattr(conn, "autocommit_state", True) is False:
             raise LockInTransaction(
-                f"feed {self.feed_id}: snapshot_begin commits a transaction of its own and "
-                "needs a connection in autocommit mode (changefeed.client.sqlserver.connect, "
-                "or conn.autocommit(True) after committing)"
+                f"feed {self.feed_id}: {why}, in a transaction of its own, and needs a "
+                "connection in autocommit mode (changefeed.client.sqlserver.connect, or "
+                "conn.autocommit(True) after committing)"
             )
+
+    def _snapshot_begin(
+        self, conn: Any, info: FeedInfo, shard: int, key_from: str | None, key_to: str | None
+    ) -> int:
         _, rows = call(
             conn,
             f"exec {_object(info, 'snapshot_begin')} @shard_id = %s, @key_from = %s, @key_to = %s",
-            (shard, *bounds),
+            (shard, key_from, key_to),
         )
-        snapshot_id = int(rows[0][0])
+        return int(rows[0][0])
+
+    def _snapshot_finish(self, conn: Any, info: FeedInfo, snapshot_id: int, rows: int) -> bool:
+        _, found = call(
+            conn,
+            f"exec {_object(info, 'snapshot_finish')} @snapshot_id = %s, @rows_landed = %s",
+            (snapshot_id, rows),
+        )
+        return bool(found[0][0])
+
+    def _snapshot_rows(
+        self,
+        conn: Any,
+        info: FeedInfo,
+        *,
+        snapshot_id: int | None = None,
+        pending_only: bool = False,
+    ) -> list[Snapshot]:
+        if snapshot_id is None:
+            return snapshots(conn, info, pending_only)
         _, rows = call(
             conn,
             f"select {SNAPSHOT_COLUMNS} from {_object(info, 'snapshot')} where snapshot_id = %s",
             (snapshot_id,),
         )
-        return Snapshot.from_row(rows[0])
-
-    def snapshot_finish(self, conn: Any, snapshot_id: int, rows_landed: int) -> bool:
-        """Mark request ``snapshot_id`` finished with ``rows_landed`` rows
-        (``snapshot_finish``): True if this call finished it, False if it was finished
-        before. An unknown request raises :class:`InvalidArgument`."""
-        info = self._snapshot_info(conn, "snapshot_finish")
-        snapshot_id = _checks.integer(snapshot_id, "snapshot_id")
-        rows_landed = _checks.integer(rows_landed, "rows_landed", 0)
-        _, rows = call(
-            conn,
-            f"exec {_object(info, 'snapshot_finish')} @snapshot_id = %s, @rows_landed = %s",
-            (snapshot_id, rows_landed),
-        )
-        return bool(rows[0][0])
-
-    def snapshots(self, conn: Any, pending_only: bool = False) -> list[Snapshot]:
-        """The feed's snapshot requests, oldest first (``pending_only``: not finished)."""
-        return snapshots(conn, self.info(conn), pending_only)
-
-    def _snapshot_info(self, conn: Any, operation: str) -> FeedInfo:
-        """The registry entry, if the feed has the snapshot routines (protocol 12.1)."""
-        return self._info_with(
-            conn, "snapshot_begin", operation, "snapshots", "snapshot table and procedures"
-        )
+        return [Snapshot.from_row(r) for r in rows]
 
     def _retain_rows(
         self,
