@@ -8,6 +8,7 @@ import pickle
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -503,3 +504,51 @@ def test_generate_accepts_the_timestamp_limits() -> None:
     top = cu.generate(2, timestamp_ms=np.int64(cu.MAX_TIMESTAMP_MS))  # type: ignore[arg-type]
     assert cu.timestamp_ms(top).tolist() == [cu.MAX_TIMESTAMP_MS] * 2
     assert str(cu.timestamp(top)[0]) == "10889-08-02T05:31:50.655"
+
+
+# --- scalar helpers -------------------------------------------------------------------
+
+#: 9999-12-31 23:59:59.999 UTC, the last millisecond a datetime holds.
+LAST_DATETIME_MS = 253_402_300_799_999
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=16, max_size=16))
+def test_scalar_helpers_agree_with_the_oracle_and_the_kernels(value: bytes) -> None:
+    oracle = ULID.from_bytes(value)
+    row = np.frombuffer(value, dtype=np.uint8).reshape(1, 16)
+    assert cu.timestamp_ms_one(value) == oracle.milliseconds == int(cu.timestamp_ms(row)[0])
+    # python-ulid's datetime goes through a float (2248-09-26 ...22.209999 for 210 ms):
+    # the exact time is the epoch plus the milliseconds.
+    if oracle.milliseconds <= LAST_DATETIME_MS:
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+        exact = epoch + timedelta(milliseconds=oracle.milliseconds)
+        assert cu.timestamp_one(value) == exact
+        assert abs(exact - oracle.datetime) < timedelta(milliseconds=1)
+    else:
+        with pytest.raises(cu.InvalidULID, match="lies after 9999-12-31"):
+            cu.timestamp_one(value)
+    assert cu.to_hex_one(value) == oracle.hex == value.hex()
+    assert cu.from_hex_one(oracle.hex.upper()) == value
+    if value[0] < 0x80:  # 26 characters hold 130 bits: text exists for the lower half
+        assert cu.parse_one(str(oracle)) == value == cu.parse_one(f" {value.hex()} ")
+
+
+def test_scalar_helpers_refuse_bad_values_precisely() -> None:
+    with pytest.raises(cu.InvalidULID, match="wrong length 3, expected 16 bytes"):
+        cu.timestamp_one(b"abc")
+    with pytest.raises(cu.InvalidULID, match="expected 32 hex digits, got 31 characters"):
+        cu.from_hex_one("0" * 31)
+    with pytest.raises(cu.InvalidULID, match="got a character that is not one"):
+        cu.from_hex_one("g" * 32)
+    with pytest.raises(cu.InvalidULID, match="invalid character 'U' at position 25"):
+        cu.parse_one("01ARZ3NDEKTSV4RRFFQ69G5FAU")
+    with pytest.raises(TypeError, match="to_hex_one\\(\\) expects bytes, got str"):
+        cu.to_hex_one("00")  # type: ignore[arg-type]
+
+
+def test_the_last_millisecond_of_a_datetime_and_the_next() -> None:
+    last = LAST_DATETIME_MS.to_bytes(6, "big") + bytes(10)
+    assert cu.timestamp_one(last).isoformat() == "9999-12-31T23:59:59.999000+00:00"
+    with pytest.raises(cu.InvalidULID, match=r"\(253402300800000 ms\) lies after 9999-12-31"):
+        cu.timestamp_one((LAST_DATETIME_MS + 1).to_bytes(6, "big") + bytes(10))

@@ -25,8 +25,8 @@ from changefeed.cli.feeds import (
     add_connection_arguments,
     connect,
     parse_ulid_arg,
-    ulid_text,
 )
+from changefeed.ulid import encode_one
 
 
 def add_parser(subparsers: Any) -> None:
@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
                 point = client.safe_point(conn, shard)
                 raise CliError(
                     f"{args.feed} shard {shard}: not released within "
-                    f"{args.timeout:g} s (position {ulid_text(barrier.position)}, safe point "
-                    f"{ulid_text(point.safe_point)}, {point.pending} pending write(s)). A pending "
+                    f"{args.timeout:g} s (position {encode_one(barrier.position)}, safe point "
+                    f"{encode_one(point.safe_point)}, {point.pending} pending write(s)). A pending "
                     "write is a transaction between its lock call and its commit; a stuck one "
                     "is burned after the feed's stall_timeout_ms. Wait longer (--timeout) or "
                     "find the writer (changefeed status shows PENDING)",
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"{args.feed} shard {shard}: released in "
                 f"{time.monotonic() - shard_started:.3f} s "
-                f"(position {ulid_text(barrier.position)})",
+                f"(position {encode_one(barrier.position)})",
                 flush=True,
             )
     return 0

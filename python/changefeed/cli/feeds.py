@@ -11,7 +11,6 @@ import argparse
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 from changefeed.cli import CliError
@@ -270,29 +269,13 @@ def parse_ulid_arg(text: str, what: str) -> bytes:
     >>> parse_ulid_arg("01563e3ab5d3d6764c61efb99302bd5b", "--position").hex()
     '01563e3ab5d3d6764c61efb99302bd5b'
     """
-    from changefeed.ulid import InvalidULID, decode_one
+    from changefeed.ulid import InvalidULID, parse_one
 
-    value = text.strip()
-    if len(value) == 32:
-        try:
-            return bytes.fromhex(value)
-        except ValueError:
-            pass
     try:
-        return decode_one(value)
+        return parse_one(text)
     except InvalidULID as exc:
         raise CliError(
             f"{what} {text!r} is not a valid ULID: {exc.reason}. A ULID is 26 characters of "
             "Crockford base32 (0-9 and A-Z without I, L, O, U; first character 0-7), e.g. "
             "01ARZ3NDEKTSV4RRFFQ69G5FAV, or 32 hex digits"
         ) from None
-
-
-def ulid_text(value: bytes) -> str:
-    from changefeed.ulid import encode_one
-
-    return encode_one(value)
-
-
-def ulid_time(value: bytes) -> datetime:
-    return datetime.fromtimestamp(int.from_bytes(value[:6], "big") / 1000, timezone.utc)

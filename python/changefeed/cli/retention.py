@@ -33,11 +33,12 @@ import json
 from typing import Any
 
 from changefeed.cli import CliError
-from changefeed.cli.feeds import add_connection_arguments, connect, ulid_text, ulid_time
+from changefeed.cli.feeds import add_connection_arguments, connect
 from changefeed.cli.local_spark import add_spark_arguments
 from changefeed.cli.retention_policy import check_policy
 from changefeed.cli.spark_retention import run_spark
 from changefeed.errors import ChangefeedError
+from changefeed.ulid import encode_one, timestamp_one
 
 
 def add_parser(subparsers: Any) -> None:
@@ -146,7 +147,7 @@ def _as_json(feed: str, r: Any) -> dict[str, Any]:
         "feed": feed,
         "shard": r.shard_id,
         "removed": r.removed,
-        "horizon": None if r.horizon is None else ulid_text(r.horizon),
+        "horizon": None if r.horizon is None else encode_one(r.horizon),
         "held_for_consumers": r.held_for_consumers,
         "slowest_consumer": r.slowest_consumer,
     }
@@ -155,8 +156,8 @@ def _as_json(feed: str, r: Any) -> dict[str, Any]:
 def _line(feed: str, r: Any) -> str:
     text = f"{feed} shard {r.shard_id}: removed {r.removed:,} event(s)"
     if r.horizon is not None:
-        moment = ulid_time(r.horizon).strftime("%Y-%m-%d %H:%M:%S")
-        text += f"; horizon {ulid_text(r.horizon)} ({moment} UTC)"
+        moment = timestamp_one(r.horizon).strftime("%Y-%m-%d %H:%M:%S")
+        text += f"; horizon {encode_one(r.horizon)} ({moment} UTC)"
     if r.held_for_consumers:
         text += (
             f"; kept {r.held_for_consumers:,} more for consumer {r.slowest_consumer!r}, "

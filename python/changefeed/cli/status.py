@@ -34,13 +34,12 @@ from changefeed.cli.feeds import (
     add_connection_arguments,
     connect,
     parse_ulid_arg,
-    ulid_text,
-    ulid_time,
 )
 from changefeed.cli.local_spark import start_local_spark
 from changefeed.cli.metrics import exposition
 from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
 from changefeed.client import ZERO_ULID
+from changefeed.ulid import encode_one, timestamp_ms_one, timestamp_one
 
 # -- status --------------------------------------------------------------------------------
 
@@ -155,7 +154,7 @@ def collect(
                         mode=info.mode,
                         shard=shard,
                         head=_text(point.head),
-                        head_time=None if point.head == ZERO_ULID else _iso(ulid_time(point.head)),
+                        head_time=_time(point.head),
                         safe_point=_text(point.safe_point),
                         pending=point.pending,
                         outbox=outbox,
@@ -189,14 +188,19 @@ def collect(
 
 def _text(value: bytes | None) -> str | None:
     """A ULID as text; None for no ULID or 16 zero bytes (an empty shard)."""
-    return None if value is None or value == ZERO_ULID else ulid_text(value)
+    return None if value is None or value == ZERO_ULID else encode_one(value)
+
+
+def _time(value: bytes | None) -> str | None:
+    """A ULID's time as ISO text to the millisecond; None for no ULID or 16 zero bytes."""
+    return None if value is None or value == ZERO_ULID else _iso(timestamp_one(value))
 
 
 def _unix(value: bytes | None) -> float | None:
     """A ULID's time in Unix seconds; None for no ULID or 16 zero bytes."""
     if value is None or value == ZERO_ULID:
         return None
-    return int.from_bytes(value[:6], "big") / 1000
+    return timestamp_ms_one(value) / 1000
 
 
 def _spark_cursors(
@@ -243,12 +247,12 @@ def _lag(
     if safe is None:
         safe = client.safe_point(db.conn, shard).safe_point
     count, oldest = db.unread(client, shard, cursor, safe)
-    age = None if oldest is None else max(0.0, time.time() - ulid_time(oldest).timestamp())
+    age = None if oldest is None else max(0.0, time.time() - timestamp_one(oldest).timestamp())
     return ConsumerLag(
         consumer=name,
         feed=feed,
         shard=shard,
-        cursor=None if cursor == ZERO_ULID else ulid_text(cursor),
+        cursor=None if cursor == ZERO_ULID else encode_one(cursor),
         lag_events=count,
         oldest_unread_age_s=None if age is None else round(age, 1),
         behind_retention=horizon is not None and cursor < horizon,

@@ -21,7 +21,15 @@ from changefeed.ulid._constants import (
 from changefeed.ulid._errors import InvalidULID, text_reason, uuid_reason
 from changefeed.ulid._generate import MAX_BATCH, generate
 from changefeed.ulid._layout import from_parts, order_keys, timestamp, timestamp_ms, to_parts
-from changefeed.ulid._scalar import decode_one, encode_one
+from changefeed.ulid._scalar import (
+    decode_one,
+    encode_one,
+    from_hex_one,
+    parse_one,
+    timestamp_ms_one,
+    timestamp_one,
+    to_hex_one,
+)
 from changefeed.ulid._uuid import from_uuid, from_uuid_valid, to_uuid
 
 __all__ = [
@@ -38,14 +46,19 @@ __all__ = [
     "decode_valid",
     "encode",
     "encode_one",
+    "from_hex_one",
     "from_parts",
     "from_uuid",
     "from_uuid_valid",
     "generate",
     "order_keys",
+    "parse_one",
     "text_reason",
     "timestamp",
     "timestamp_ms",
+    "timestamp_ms_one",
+    "timestamp_one",
+    "to_hex_one",
     "to_parts",
     "to_uuid",
     "uuid_reason",

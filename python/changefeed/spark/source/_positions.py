@@ -18,9 +18,9 @@ from typing import Any
 
 from changefeed.client.core import ZERO_ULID
 from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.ulid import ULID_BYTES, InvalidULID, decode_one, from_hex_one, to_hex_one
 
 OFFSET_VERSION = 1
-_HEX32 = re.compile(r"[0-9a-fA-F]{32}")
 _ULID_CHARS = re.compile(r"[0-9A-Za-z]{26}")
 
 
@@ -30,9 +30,9 @@ def to_hex(cursor: bytes) -> str:
     >>> to_hex(bytes(range(16)))
     '000102030405060708090a0b0c0d0e0f'
     """
-    if len(cursor) != 16:
+    if len(cursor) != ULID_BYTES:
         raise ChangefeedSourceError(f"a cursor must be 16 bytes, got {len(cursor)}")
-    return cursor.hex()
+    return to_hex_one(cursor)
 
 
 def from_hex(text: str, *, what: str = "cursor") -> bytes:
@@ -41,17 +41,16 @@ def from_hex(text: str, *, what: str = "cursor") -> bytes:
     >>> from_hex("000102030405060708090a0b0c0d0e0f") == bytes(range(16))
     True
     """
-    if not isinstance(text, str) or not _HEX32.fullmatch(text):
+    try:
+        return from_hex_one(text)
+    except (InvalidULID, TypeError):
         raise ChangefeedSourceError(
             f"{what} {text!r} is not a cursor: expected 32 hex digits (16 bytes)"
-        )
-    return bytes.fromhex(text)
+        ) from None
 
 
 def parse_ulid(text: str, *, what: str = "ULID") -> bytes:
     """26 characters of Crockford base32 (either case) to 16 bytes, with a clear error."""
-    from changefeed.ulid import InvalidULID, decode_one
-
     try:
         return decode_one(text)
     except InvalidULID as exc:
