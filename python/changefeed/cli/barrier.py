@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     with connect(args) as db:
         conn = db.conn
         client = db.feed_client(args.feed)
-        shards = sorted(set(args.shard)) or db.shards(client)
+        shards = sorted(set(args.shard)) or client.shards(db.conn)
         if not shards:
             print(f"{args.feed}: no shards yet (nothing written); nothing to wait for")
             return 0

@@ -139,13 +139,13 @@ def collect(
         for feed in feeds:
             client = clients[feed]
             info = client.info(conn)
-            capture, lost = db.capture_state(client)
+            capture, lost = client.capture_state(db.conn)
             statuses.append(FeedStatus(feed, info.mode, capture, lost))
-            for shard in db.shards(client):
+            for shard in client.shards(db.conn):
                 point = client.safe_point(conn, shard)
                 safe_points[(feed, shard)] = point.safe_point
-                outbox = db.outbox_rows(client, shard) if info.mode == "outbox" else None
-                horizon = db.retention_horizon(client, shard)
+                outbox = client.outbox_rows(db.conn, shard) if info.mode == "outbox" else None
+                horizon = client.retention_horizon(db.conn, shard)
                 if horizon is not None:
                     horizons[(feed, shard)] = horizon
                 shards.append(
@@ -158,7 +158,7 @@ def collect(
                         safe_point=_text(point.safe_point),
                         pending=point.pending,
                         outbox=outbox,
-                        oldest_pending_age_s=db.oldest_pending_age(client, shard),
+                        oldest_pending_age_s=client.oldest_pending_age(db.conn, shard),
                         retention_horizon=_text(horizon),
                         head_unix=_unix(point.head),
                         safe_point_unix=_unix(point.safe_point),
@@ -168,7 +168,7 @@ def collect(
         cursors: list[tuple[str, str, int, bytes]] = [
             (name, feed, shard, value)
             for feed in feeds
-            for name, shard, value in db.registered_cursors(clients[feed])
+            for name, shard, value in clients[feed].consumers(db.conn)
         ]
         cursors += [
             (f"--cursor {feed}:{shard}", feed, shard, value) for feed, shard, value in cursor_args
@@ -225,7 +225,7 @@ def _spark_cursors(
         spark.sql(f"refresh table {table}")
         rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()
         heads = {int(r[0]): bytes(r[1]) for r in rows}
-        for shard in db.shards(clients[feed]):
+        for shard in clients[feed].shards(db.conn):
             found.append((table, feed, shard, heads.get(shard, ZERO_ULID)))
     return found
 
@@ -242,11 +242,11 @@ def _lag(
 ) -> ConsumerLag:
     horizon = horizons.get((feed, shard))
     if horizon is None and (feed, shard) not in safe_points:
-        horizon = db.retention_horizon(client, shard)
+        horizon = client.retention_horizon(db.conn, shard)
     safe = safe_points.get((feed, shard))
     if safe is None:
         safe = client.safe_point(db.conn, shard).safe_point
-    count, oldest = db.unread(client, shard, cursor, safe)
+    count, oldest = client.unread(db.conn, shard, cursor, safe)
     age = None if oldest is None else max(0.0, time.time() - timestamp_one(oldest).timestamp())
     return ConsumerLag(
         consumer=name,

@@ -356,6 +356,35 @@ class FeedClient:
             )
         return info
 
+    # -- health (what `changefeed status` reports beyond the safe point) -------------------
+
+    def shards(self, conn: Any) -> list[int]:
+        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
+        raise NotImplementedError
+
+    def outbox_rows(self, conn: Any, shard: int) -> int | None:
+        """Rows of ``shard`` waiting in the outbox (outbox mode; else :class:`WrongMode`);
+        ``None`` where this user may not read the outbox (SQL Server's reader role)."""
+        raise NotImplementedError
+
+    def capture_state(self, conn: Any) -> tuple[str, bool | None]:
+        """The feed's capture, ``"trigger"`` or ``"none"``, and with ``capture: trigger``
+        whether the source lost its capture (its triggers are missing or disabled, or the
+        table was re-created): what reads refuse with :class:`CaptureLost`. ``None`` for
+        a feed without capture."""
+        raise NotImplementedError
+
+    def oldest_pending_age(self, conn: Any, shard: int) -> float | None:
+        """Seconds since the shard's oldest pending write started (0.0 when none), by the
+        database's clock; ``None`` where this user may not read the session table
+        (PostgreSQL's reader role)."""
+        raise NotImplementedError
+
+    def unread(self, conn: Any, shard: int, after: bytes, upto: bytes) -> tuple[int, bytes | None]:
+        """How many events of ``shard`` lie in ``(after, upto]``, and the first one's ULID
+        (``None`` when there is none): a consumer's lag from its cursor to the safe point."""
+        raise NotImplementedError
+
     def barrier_acquire(self, conn: Any, shard: int) -> Barrier:
         raise NotImplementedError
 

@@ -260,10 +260,81 @@ class PostgresFeed(FeedClient):
 
     # -- registry ------------------------------------------------------------------------
 
+    # -- health ---------------------------------------------------------------------------
+
     def shards(self, conn: Any) -> list[int]:
-        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
-        info = self._info_with(conn, "shards", "shards", "shard listing", "shards function")
-        return [int(r[0]) for r in run(conn, f"select s.shard_id from {info.q('shards')}() as s")]
+        info = self.info(conn)
+        if "shards" in info.names:
+            rows = run(conn, f"select s.shard_id from {info.q('shards')}() as s")
+            return [int(r[0]) for r in rows]
+        # A feed set up before the shards function: its tables (the owner may read them).
+        sql = f"select shard_id from {info.q('state')}"
+        if info.mode == "outbox":
+            sql += f" union select shard_id from {info.q('outbox')}"
+        rows = run(conn, f"select distinct shard_id from ({sql}) as s order by 1")
+        return [int(r[0]) for r in rows]
+
+    def outbox_rows(self, conn: Any, shard: int) -> int | None:
+        import psycopg
+
+        info = self._require(conn, "outbox", "outbox_rows")
+        sql = f"select count(*) from {info.q('outbox')} where shard_id = %s"
+        try:
+            return int(run(conn, sql, (_checks.shard(shard),))[0][0])
+        except psycopg.errors.InsufficientPrivilege:
+            return None
+
+    def capture_state(self, conn: Any) -> tuple[str, bool | None]:
+        # The test move_outbox raises CF011 for: the source table exists and fewer than
+        # its four capture triggers are there and enabled.
+        info = self.info(conn)
+        kinds = ("capture_insert", "capture_update", "capture_delete", "capture_truncate")
+        rows = run(
+            conn,
+            f"""select f.options ->> 'capture',
+                       (select count(*) from pg_catalog.pg_trigger as t
+                         where t.tgrelid = s.oid and t.tgenabled <> 'D'
+                           and t.tgname = any (%s::text[])),
+                       s.oid is not null
+                  from {quote_pg(self.schema)}.feeds as f
+                  left join lateral (select pg_catalog.to_regclass(
+                      pg_catalog.quote_ident(f.source_schema) || '.'
+                      || pg_catalog.quote_ident(f.source_table)) as oid) as s on true
+                 where f.feed_id = %s""",
+            ([info.names.get(k, "") for k in kinds], self.feed_id),
+        )
+        if not rows or rows[0][0] != "trigger":
+            return "none", None
+        return "trigger", bool(rows[0][2]) and int(rows[0][1]) < len(kinds)
+
+    def oldest_pending_age(self, conn: Any, shard: int) -> float | None:
+        import psycopg
+
+        info = self.info(conn)
+        try:
+            rows = run(
+                conn,
+                "select coalesce(extract(epoch from pg_catalog.clock_timestamp() "
+                f"- pg_catalog.min(se.started_at)), 0) from {info.q('session')} as se "
+                "where se.shard_id = %s and se.state = 0",
+                (_checks.shard(shard),),
+            )
+        except psycopg.errors.InsufficientPrivilege:
+            return None
+        return round(max(0.0, float(rows[0][0])), 3)
+
+    def unread(self, conn: Any, shard: int, after: bytes, upto: bytes) -> tuple[int, bytes | None]:
+        info = self.info(conn)
+        shard = _checks.shard(shard)
+        after, upto = _checks.ulid(after, "after"), _checks.ulid(upto, "upto")
+        window = "where shard_id = %s and ulid > %s and ulid <= %s"
+        rows = run(
+            conn,
+            f"select (select count(*) from {info.q('feed')} {window}), "
+            f"(select ulid from {info.q('feed')} {window} order by ulid limit 1)",
+            (shard, after, upto, shard, after, upto),
+        )
+        return int(rows[0][0]), None if rows[0][1] is None else bytes(rows[0][1])
 
     def ulid_sql(self, conn: Any) -> str:
         """The SQL expression for the next ULID of the connection's write (blocking mode).
@@ -635,8 +706,18 @@ class PostgresFeed(FeedClient):
 
 
 def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:
-    """``feed_id -> mode`` of every feed registered under ``schema``."""
-    rows = run(conn, f"select feed_id, mode from {quote_pg(schema)}.feeds order by 1")
+    """``feed_id -> mode`` of every feed registered under ``schema``; no registry at all
+    (no feed was ever set up there) raises :class:`FeedNotFound`."""
+    import psycopg
+
+    registry = f"{quote_pg(schema)}.feeds"
+    try:
+        rows = run(conn, f"select feed_id, mode from {registry} order by 1")
+    except psycopg.errors.UndefinedTable:
+        raise FeedNotFound(
+            f"there is no feed registry {registry}: no feed is set up in this database under the "
+            f"changefeed schema {schema!r} (run `dbt run-operation changefeed.setup_feed`)"
+        ) from None
     return {str(r[0]): str(r[1]) for r in rows}
 
 

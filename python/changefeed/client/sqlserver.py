@@ -169,20 +169,13 @@ def execute(conn: Any, sql: str, params: Row | None = None) -> tuple[list[str], 
 def registry_entry(conn: Any, feed_id: str, schema: str = "changefeed") -> FeedInfo:
     """The feed's row of ``[<schema>].[feeds]``; :class:`FeedNotFound` names the known feeds."""
     registry = f"{quote_mssql(schema)}.{quote_mssql('feeds')}"
-    try:
+    with _registry_exists(registry, schema):
         _, rows = execute(
             conn,
             f"select mode, keys, names, source_schema, source_table from {registry} "
             "where feed_id = %s",
             (feed_id,),
         )
-    except Exception as exc:
-        if error_number(exc) != _INVALID_OBJECT:
-            raise
-        raise FeedNotFound(
-            f"there is no feed registry {registry}: no feed is set up in this database "
-            f"(run changefeed.setup_feed), or the changefeed schema is not {schema!r}"
-        ) from None
     if not rows:
         _, known = execute(conn, f"select feed_id from {registry} order by feed_id")
         raise FeedNotFound(
@@ -529,11 +522,26 @@ def _type_text(name: str, precision: Any, scale: Any) -> str:
 
 
 def registered_feeds(conn: Any, schema: str = "changefeed") -> Mapping[str, str]:
-    """``feed_id -> mode`` of every feed registered under ``schema``."""
-    _, rows = call(
-        conn, f"select feed_id, mode from {quote_mssql(schema)}.[feeds] order by feed_id"
-    )
+    """``feed_id -> mode`` of every feed registered under ``schema``; no registry at all
+    (no feed was ever set up there) raises :class:`FeedNotFound`."""
+    registry = f"{quote_mssql(schema)}.[feeds]"
+    with _registry_exists(registry, schema):
+        _, rows = call(conn, f"select feed_id, mode from {registry} order by feed_id")
     return {str(r[0]): str(r[1]) for r in rows}
+
+
+@contextmanager
+def _registry_exists(registry: str, schema: str) -> Iterator[None]:
+    """Error 208 (invalid object name) on the registry as :class:`FeedNotFound`."""
+    try:
+        yield
+    except Exception as exc:
+        if error_number(exc) != _INVALID_OBJECT:
+            raise
+        raise FeedNotFound(
+            f"there is no feed registry {registry}: no feed is set up in this database "
+            f"(run changefeed.setup_feed), or the changefeed schema is not {schema!r}"
+        ) from None
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -667,11 +675,25 @@ class SqlServerFeed(FeedClient):
     def _load(self, conn: Any) -> FeedInfo:
         return registry_entry(conn, self.feed_id, self.schema)
 
-    # -- registry ------------------------------------------------------------------------
+    # -- registry and health -------------------------------------------------------------
 
     def shards(self, conn: Any) -> list[int]:
-        """Shards with a state row, and in outbox mode shards with unmoved outbox rows."""
         return shards(conn, self.info(conn))
+
+    def outbox_rows(self, conn: Any, shard: int) -> int | None:
+        info = self._require(conn, "outbox", "outbox_rows")
+        return outbox_rows(conn, info, _checks.shard(shard))
+
+    def capture_state(self, conn: Any) -> tuple[str, bool | None]:
+        return capture_state(conn, self.info(conn))
+
+    def oldest_pending_age(self, conn: Any, shard: int) -> float | None:
+        return oldest_pending_age(conn, self.info(conn), _checks.shard(shard))
+
+    def unread(self, conn: Any, shard: int, after: bytes, upto: bytes) -> tuple[int, bytes | None]:
+        shard = _checks.shard(shard)
+        after, upto = _checks.ulid(after, "after"), _checks.ulid(upto, "upto")
+        return unread(conn, self.info(conn), shard, after, upto)
 
     def ulid_sql(self, conn: Any) -> str:
         """The T-SQL expression for the next ULID of the connection's write (blocking mode).
