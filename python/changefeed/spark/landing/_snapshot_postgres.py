@@ -9,14 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from changefeed.client import PostgresFeed
 from changefeed.client.core import quote_pg
-from changefeed.spark.landing._snapshot_types import (
-    Chunk,
-    SnapshotRequest,
-    chunk_terms,
-    decode_bound,
-    snapshot_table,
-)
+from changefeed.spark.landing._snapshot_types import Chunk, ClientRequests, chunk_terms
 from changefeed.spark.source import ChangefeedSourceError, RowLayout, SourceFeed
 
 
@@ -89,55 +84,6 @@ class SourceReader:
         )
 
 
-def request_snapshot(
-    conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
-) -> SnapshotRequest:
-    """Reserve the block of a new request (``snapshot_begin``); the next landing runs it."""
-    import psycopg
-
-    snapshot_table(info)
-    try:
-        row = conn.execute(
-            f"select s.snapshot_id from {info.info.q('snapshot_begin')}(%s, %s, %s) as s",
-            (shard, key_from, key_to),
-        ).fetchone()
-    except psycopg.Error as exc:
-        if exc.sqlstate != "CF007":
-            raise
-        # snapshot_begin refused an argument (12.1), before it recorded anything
-        raise ChangefeedSourceError(str(exc.diag.message_primary or exc)) from None
-    found = [r for r in pending_requests(conn, info) if r.snapshot_id == int(row[0])]
-    return found[0]
-
-
-def pending_requests(conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
-    """The feed's unfinished requests, oldest first ([] for a feed without snapshots)."""
-    if "snapshot" not in info.names:
-        return []
-    names = [k.name for k in info.keys]
-    rows = conn.execute(
-        f"select snapshot_id, shard_id, first_ulid, last_ulid, key_from, key_to "
-        f"from {info.info.q('snapshot')} where finished_at is null order by snapshot_id"
-    ).fetchall()
-    return [
-        SnapshotRequest(
-            int(r[0]),
-            int(r[1]),
-            bytes(r[2]),
-            bytes(r[3]),
-            decode_bound(r[4], names, "key_from"),
-            decode_bound(r[5], names, "key_to"),
-        )
-        for r in rows
-    ]
-
-
-def finish(conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
-    conn.execute(
-        f"select {info.info.q('snapshot_finish')}(%s, %s)", (request.snapshot_id, rows)
-    ).fetchone()
-
-
 def shard_expression(conn: Any, info: SourceFeed) -> str | None:
     """The feed's ``shard`` expression with ``capture: trigger``, else None."""
     row = conn.execute(
@@ -159,23 +105,14 @@ def estimated_rows(conn: Any, source: str) -> int:
     return int(row[0]) if row and row[0] is not None else -1
 
 
-class PostgresStatements:
+class PostgresStatements(ClientRequests):
     """PostgreSQL's side of a snapshot (:class:`._snapshot_dialect.SnapshotStatements`):
-    the functions of this module."""
+    the functions of this module; the requests through :class:`~changefeed.client.PostgresFeed`."""
+
+    feed_class = PostgresFeed
 
     def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
         return SourceReader(info, shard_expression)
-
-    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
-        return pending_requests(conn, info)
-
-    def request(
-        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
-    ) -> SnapshotRequest:
-        return request_snapshot(conn, info, shard, key_from, key_to)
-
-    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
-        finish(conn, info, request, rows)
 
     def shard_expression(self, conn: Any, info: SourceFeed) -> str | None:
         return shard_expression(conn, info)

@@ -14,17 +14,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
-from changefeed.client import ChangefeedError, quote_mssql
+from changefeed.client import quote_mssql
 from changefeed.client import sqlserver as client
-from changefeed.spark.landing._snapshot_types import (
-    Chunk,
-    SnapshotRequest,
-    chunk_terms,
-    decode_bound,
-)
+from changefeed.spark.landing._snapshot_types import Chunk, ClientRequests, chunk_terms
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed
 
 #: A registered SQL Server type as the statements may spell it: ``bigint``,
@@ -165,30 +159,15 @@ class SourceReader:
         )
 
 
-class SqlServerStatements:
+class SqlServerStatements(ClientRequests):
     """A snapshot's database side on SQL Server
-    (:class:`._snapshot_dialect.SnapshotStatements`)."""
+    (:class:`._snapshot_dialect.SnapshotStatements`); the requests through
+    :class:`~changefeed.client.SqlServerFeed`."""
+
+    feed_class = client.SqlServerFeed
 
     def reader(self, info: SourceFeed, shard_expression: str | None) -> SourceReader:
         return SourceReader(info, shard_expression)
-
-    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
-        names = [k.name for k in info.keys]
-        with _translated():
-            found = client.snapshots(conn, info.info, pending_only=True)
-        return [_request(s, names) for s in found]
-
-    def request(
-        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
-    ) -> SnapshotRequest:
-        bounds = [None if b is None else json.loads(b) for b in (key_from, key_to)]
-        with _translated():
-            made = _feed(info).snapshot_begin(conn, shard, *bounds)
-        return _request(made, [k.name for k in info.keys])
-
-    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
-        with _translated():
-            _feed(info).snapshot_finish(conn, request.snapshot_id, rows)
 
     def shard_expression(self, conn: Any, info: SourceFeed) -> str | None:
         _, rows = client.execute(
@@ -229,29 +208,3 @@ class SqlServerStatements:
     def arrow_reader(self, conn: Any, uri: str, layout: Any) -> None:
         """None: pymssql reads rows (no direct Arrow read of SQL Server here)."""
         return None
-
-
-def _feed(info: SourceFeed) -> client.SqlServerFeed:
-    return client.SqlServerFeed(info.feed_id, info.changefeed_schema)
-
-
-def _request(found: Any, names: Sequence[str]) -> SnapshotRequest:
-    return SnapshotRequest(
-        found.snapshot_id,
-        found.shard_id,
-        found.first_ulid,
-        found.last_ulid,
-        decode_bound(found.key_from, names, "key_from"),
-        decode_bound(found.key_to, names, "key_to"),
-    )
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """The client's errors as the data source's (their messages name cause and fix)."""
-    try:
-        yield
-    except ChangefeedSourceError:
-        raise  # already the data source's (every error derives from ChangefeedError)
-    except ChangefeedError as exc:
-        raise ChangefeedSourceError(str(exc)) from None

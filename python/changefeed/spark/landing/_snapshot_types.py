@@ -7,10 +7,13 @@ imports none of them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from changefeed.client.feed import FeedClient, Snapshot
+from changefeed.errors import ChangefeedError
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed
 
 
@@ -89,3 +92,55 @@ def snapshot_table(info: SourceFeed) -> str:
             "adds the snapshot table and routines and keeps the data"
         )
     return info.info.q("snapshot")
+
+
+class ClientRequests:
+    """The requests' side of a dialect's statements, through its feed client
+    (``snapshot_begin``, ``snapshots``, ``snapshot_finish``: the same methods on
+    :class:`~changefeed.client.PostgresFeed` and :class:`~changefeed.client.SqlServerFeed`),
+    their errors as the data source's."""
+
+    feed_class: ClassVar[Callable[[str, str], FeedClient]]
+
+    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
+        with _translated():
+            found = self._feed(info).snapshots(conn, pending_only=True)
+        return [_request(s, info) for s in found]
+
+    def request(
+        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+    ) -> SnapshotRequest:
+        bounds = [None if b is None else json.loads(b) for b in (key_from, key_to)]
+        with _translated():
+            made = self._feed(info).snapshot_begin(conn, shard, *bounds)
+        return _request(made, info)
+
+    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None:
+        with _translated():
+            self._feed(info).snapshot_finish(conn, request.snapshot_id, rows)
+
+    def _feed(self, info: SourceFeed) -> FeedClient:
+        return type(self).feed_class(info.feed_id, info.changefeed_schema)
+
+
+def _request(found: Snapshot, info: SourceFeed) -> SnapshotRequest:
+    names = [k.name for k in info.keys]
+    return SnapshotRequest(
+        found.snapshot_id,
+        found.shard_id,
+        found.first_ulid,
+        found.last_ulid,
+        decode_bound(found.key_from, names, "key_from"),
+        decode_bound(found.key_to, names, "key_to"),
+    )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """The client's errors as the data source's (their messages name cause and fix)."""
+    try:
+        yield
+    except ChangefeedSourceError:
+        raise  # already the data source's (every error derives from ChangefeedError)
+    except ChangefeedError as exc:
+        raise ChangefeedSourceError(str(exc)) from None
