@@ -154,7 +154,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
         with land_log.open("w") as out:
             landing = subprocess.Popen(
                 [*cli, "land", "--connection", pg_uri, "--feed", feed, "--table", LANDED,
-                 "--payload", "--continuous", "--interval", "2", "--poll", "0.5"],
+                 "--payload", "--continuous", "--interval", "2", "--poll", "0.5", "--verbose"],
                 env=env, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
                 start_new_session=True,
             )  # fmt: skip
@@ -188,8 +188,8 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
         writer.join()
         events = kit.feed_rows(pg_uri, feed)
         landed_all = f"{len(events)} events"
-        # Caught up: a run that ended well after the last commit found nothing new (the
-        # landing prints that at most once per --interval, 2 s).
+        # Caught up: a run that ended well after the last commit found nothing new (with
+        # --verbose the landing prints every run, each 0.5 s).
         time.sleep(2.5)
         mark = len(_log(land_log))
         _wait_for(lambda: _caught_up(_log(land_log)[mark:]), "caught-up landing", 120, [landing])
