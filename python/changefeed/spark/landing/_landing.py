@@ -210,7 +210,7 @@ class Landing:
         requests = [
             r
             for r in _snapshot_dialect.statements(backend.dialect).pending_requests(
-                backend.conn,  # type: ignore[attr-defined]
+                backend.conn,
                 info,
             )
             if self.options.shards is None or r.shard in self.options.shards

@@ -318,7 +318,7 @@ def request(
         snapshot_table(info)
         names = [k.name for k in info.keys]
         bounds = key_bound(key_from, names, "key_from"), key_bound(key_to, names, "key_to")
-        conn = backend.conn  # type: ignore[attr-defined]
+        conn = backend.conn
         db = statements(info.dialect)
         if db.shard_expression(conn, info) is None:
             others = sorted(set(backend.shards(info)) - {shard})
@@ -344,7 +344,7 @@ def cancel(source_options: Mapping[str, str], snapshot_id: int) -> SnapshotReque
     with open_backend(options.connection, options.changefeed_schema) as backend:
         info = backend.describe(options.feed, False)
         snapshot_table(info)
-        conn = backend.conn  # type: ignore[attr-defined]
+        conn = backend.conn
         db = statements(info.dialect)
         found = [r for r in db.pending_requests(conn, info) if r.snapshot_id == snapshot_id]
         if not found:

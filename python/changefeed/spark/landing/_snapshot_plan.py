@@ -215,7 +215,7 @@ def chunk_reader(
             return
         backend = open_backend(options.connection, options.changefeed_schema)
         try:
-            conn = backend.conn  # type: ignore[attr-defined]
+            conn = backend.conn
             builder = BatchBuilder(reader.info.layout())
             db = statements(reader.info.dialect)
             direct = db.arrow_reader(conn, options.connection.uri, builder.layout)

@@ -126,6 +126,9 @@ class Backend(ABC):
     """One open connection to a feed's database (see the module docstring)."""
 
     dialect: str
+    #: The open DB-API connection (psycopg, pymssql): the snapshot's statements
+    #: (``spark.landing``'s dialect modules) run on it.
+    conn: Any
 
     def __init__(self, connection: Connection, changefeed_schema: str) -> None:
         self.connection = connection
