@@ -207,13 +207,9 @@ class Landing:
         """Execute the feed's pending snapshot requests; whether any ran."""
         backend = self._connection()
         info = backend.describe(self.options.feed, self.options.payload)
+        pending = _snapshot_dialect.statements(backend.dialect).pending_requests(backend.conn, info)
         requests = [
-            r
-            for r in _snapshot_dialect.statements(backend.dialect).pending_requests(
-                backend.conn,
-                info,
-            )
-            if self.options.shards is None or r.shard in self.options.shards
+            r for r in pending if self.options.shards is None or r.shard in self.options.shards
         ]
         if requests and info.payload is None:
             _snapshot.LOG.warning(
