@@ -24,7 +24,7 @@ def test_options_fill_defaults_and_normalise_a_single_key(dbt: Any) -> None:
     rendered = _options(dbt, "{'mode': 'outbox', 'key': 'order_id'}")
     assert rendered == (
         "{'mode': 'outbox', 'key': ['order_id'], 'stall_timeout_ms': 5000, 'lock_probe_ms': 20,"
-        " 'capture': 'none', 'shard': None, 'row_image': False}"
+        " 'capture': 'none', 'shard': None, 'row_image': False, 'stated': ['key', 'mode']}"
     )
 
 
@@ -35,7 +35,8 @@ def test_options_keep_explicit_values(dbt: Any) -> None:
     )
     assert rendered == (
         "{'mode': 'blocking', 'key': ['a', 'b'], 'stall_timeout_ms': 800, 'lock_probe_ms': 10,"
-        " 'capture': 'none', 'shard': None, 'row_image': False}"
+        " 'capture': 'none', 'shard': None, 'row_image': False,"
+        " 'stated': ['key', 'lock_probe_ms', 'mode', 'stall_timeout_ms']}"
     )
 
 

@@ -518,3 +518,36 @@ def test_public_cannot_execute_the_routines(
     finally:
         admin.execute("revoke usage on schema changefeed from cf_nobody")
         admin.execute("drop role cf_nobody")
+
+
+def test_a_setup_never_drops_capture_or_row_images_unsaid(
+    dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    """Setting a capture: trigger feed up again without `capture` fails and changes
+    nothing; `capture: none` said drops it, and the log lists what changed (issue "Sources
+    change", item 3). The same for row images."""
+    create_table(admin, "cf_stated", "items", "item_id bigint primary key, qty int")
+    teardown_feed(dbt, "cf_stated", "items")
+    setup_feed(dbt, "cf_stated", "items", "outbox", capture="trigger", row_image=True)
+    triggers = "select count(*) from pg_trigger where tgrelid = 'cf_stated.items'::regclass"
+    assert admin.execute(triggers).fetchone() == (4,)
+    with pytest.raises(DbtError) as unsaid:
+        setup_feed(dbt, "cf_stated", "items", "outbox", stall_timeout_ms=800)
+    message = str(unsaid.value)
+    assert "setup_feed of cf_stated.items would drop what its arguments leave out" in message
+    assert "capture: trigger (shard 0); pass capture: none" in message
+    assert "row_image: true; pass row_image: false" in message
+    row = registry_row(admin, "cf_stated.items")
+    assert row is not None and row["options"]["capture"] == "trigger"
+    assert row["options"]["stall_timeout_ms"] == 5000 and row["options"]["row_image"] is True
+    assert admin.execute(triggers).fetchone() == (4,)
+    with pytest.raises(DbtError, match="row_image: true; pass row_image: false"):
+        setup_feed(dbt, "cf_stated", "items", "outbox", capture="trigger")
+
+    logged = setup_feed(dbt, "cf_stated", "items", "outbox", capture="none", row_image=False)
+    updated = [m for m in logged if "cf_stated.items updated" in m]
+    assert updated and "changed: capture trigger -> unset, row_image true -> unset" in updated[0]
+    assert "shard 0 -> unset" in updated[0]
+    assert admin.execute(triggers).fetchone() == (0,)
+    row = registry_row(admin, "cf_stated.items")
+    assert row is not None and "capture" not in row["options"]

@@ -1166,3 +1166,18 @@ def test_request_snapshot_sends_snapshot_begin_and_reads_the_block_back_as_hex(
         "select lower(convert(varchar(32), first_ulid, 2)) as first_ulid\n"
         "from [changefeed].[snapshot:shop.order_lines]\nwhere snapshot_id = 7;"
     )
+
+
+def test_a_setup_that_would_drop_capture_unsaid_is_refused(dbt: Any) -> None:
+    """An outbox feed's setup without `capture` in its arguments refuses (51073) to turn a
+    registered capture: trigger off; `capture: none` stated, or capture: trigger, renders
+    no such check (protocol 10; the PostgreSQL side: tests/test_pg_feed_setup.py)."""
+    unsaid = matrix.spec("shop", "items", "outbox", matrix.INT_KEY)
+    sql = _render_setup(dbt, {**unsaid, "stated": ["mode"]})
+    assert "json_value(@options, N'$.capture') = N'trigger'" in sql
+    assert "throw 51073, @msg, 1;" in sql
+    # outbox_int and the other outbox cases of the matrix render it too, and their
+    # statements parse (test_every_generated_statement_parses_and_names_what_it_means).
+    said = _render_setup(dbt, {**unsaid, "stated": ["capture", "mode"]})
+    kept = _render_setup(dbt, matrix.spec("shop", "items", "outbox", matrix.INT_KEY, shard="0"))
+    assert "51073" not in said and "51073" not in kept

@@ -228,7 +228,64 @@
       'capture': capture,
       'shard': shard,
       'row_image': row_image,
+      'stated': changefeed._feed_stated(raw),
   }) }}
+{% endmacro %}
+
+
+{#- The option names `raw` gives a value (what the config states; the rest are defaults). -#}
+{% macro _feed_stated(raw) %}
+  {%- set stated = [] -%}
+  {%- for name, value in raw.items() if value is not none -%}{%- do stated.append(name) -%}{%- endfor -%}
+  {{ return(stated | sort) }}
+{% endmacro %}
+
+
+{#-
+  setup_feed over a registered feed (protocol 10): an option the registered feed has and
+  the new config would drop without naming it fails here, before anything changes.
+  capture: trigger (its triggers would go, and the table's writes would have no events)
+  and row images (events would stop carrying the row) are dropped only when the config
+  says so: capture: none, row_image: false. `registered` is the registry's options.
+-#}
+{% macro _feed_check_stated_drops(spec, registered) %}
+  {%- set unstated = [] -%}
+  {%- if registered.get('capture') == 'trigger' and spec['capture'] != 'trigger' and 'capture' not in spec.get('stated', []) -%}
+    {%- do unstated.append("capture: trigger (shard " ~ registered.get('shard') ~ "); pass capture: none"
+        ~ " to drop the capture triggers (the table's writes then have events only where the"
+        ~ " application writes outbox rows), or capture: trigger with shard: " ~ registered.get('shard')
+        ~ " to keep them") -%}
+  {%- endif -%}
+  {%- if registered.get('row_image') and not spec['row_image'] and 'row_image' not in spec.get('stated', []) -%}
+    {%- do unstated.append("row_image: true; pass row_image: false to stop events carrying the row,"
+        ~ " or row_image: true to keep it") -%}
+  {%- endif -%}
+  {%- if unstated -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: setup_feed of " ~ spec['feed_id'] ~ " would drop what its arguments leave out,"
+        ~ " so nothing was changed: " ~ unstated | join('. Also ')) }}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- An option's value as the setup log shows it: true/false as in YAML, unset for none. -#}
+{% macro _feed_option_text(value) %}
+  {%- if value is none -%}{{ return('unset') }}{%- endif -%}
+  {%- if value is sameas true or value is sameas false -%}{{ return(value | string | lower) }}{%- endif -%}
+  {{ return(value | string) }}
+{% endmacro %}
+
+
+{#- What a setup changes in a registered feed's options, as `name old -> new` texts. -#}
+{% macro _feed_option_changes(registered, options) %}
+  {%- set changes = [] -%}
+  {%- for name in (registered.keys() | list + options.keys() | list) | unique | sort -%}
+    {%- if registered.get(name) != options.get(name) -%}
+      {%- do changes.append(name ~ " " ~ changefeed._feed_option_text(registered.get(name)) ~ " -> "
+                            ~ changefeed._feed_option_text(options.get(name))) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return(changes) }}
 {% endmacro %}
 
 
@@ -355,6 +412,7 @@
       'capture': options['capture'],
       'shard': options['shard'],
       'row_image': options['row_image'],
+      'stated': options['stated'],
   }) -%}
   {{ return(spec) }}
 {% endmacro %}

@@ -42,6 +42,9 @@
   {%- set options = changefeed._postgres_feed_options(spec) -%}
   {%- set row = changefeed._postgres_registry_row(spec) -%}
   {%- set unchanged = row is not none and changefeed._postgres_check_registered(spec, row, signature, options, 'setup') -%}
+  {%- if row is not none -%}
+    {%- do changefeed._feed_check_stated_drops(spec, row['options']) -%}
+  {%- endif -%}
   {%- set repairs = [] -%}
   {%- if unchanged -%}
     {%- do repairs.extend(changefeed._postgres_constraints_missing(ctx)) -%}
@@ -66,9 +69,11 @@
     {{ return('repaired') }}
   {%- endif -%}
   {%- set action = 'created' if row is none else 'updated' -%}
+  {%- set changed = [] if row is none else changefeed._feed_option_changes(row['options'], options) -%}
   {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " " ~ action ~ " (" ~ spec['mode'] ~ ", key "
              ~ signature ~ ", schema " ~ spec['schema']
-             ~ (", capture: trigger, shard " ~ spec['shard'] if ctx['capture'] == 'trigger' else '') ~ ")", info=true) -%}
+             ~ (", capture: trigger, shard " ~ spec['shard'] if ctx['capture'] == 'trigger' else '') ~ ")"
+             ~ ("; changed: " ~ changed | join(', ') if changed else ''), info=true) -%}
   {{ return(action) }}
 {% endmacro %}
 

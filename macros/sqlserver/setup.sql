@@ -109,6 +109,16 @@ else if convert(varbinary(max), @options) = convert(varbinary(max), {{ lit(c.opt
     set @action = N'unchanged';
 else
     set @action = N'updated';
+{%- if c.mode == 'outbox' and c.capture != 'trigger' and 'capture' not in spec.get('stated', []) %}
+-- The arguments leave capture out: dropping a registered capture: trigger must be stated.
+if @action = N'updated' and json_value(@options, N'$.capture') = N'trigger'
+begin
+    set @msg = concat(
+        N'changefeed: setup_feed of ', {{ c.feed_lit }}, N' would drop what its arguments leave out, so nothing was changed: capture: trigger (shard ',
+        json_value(@options, N'$.shard'), N'); pass capture: none to drop the capture trigger (the table''s writes then have events only where the application writes outbox rows), or capture: trigger with its shard to keep it');
+    throw 51073, @msg, 1;
+end
+{%- endif %}
 {%- if c.capture == 'trigger' %}
 -- A feed set up by a package without capture_check gets it ('updated', as retention).
 if @action = N'unchanged' and object_id({{ c.n.capture_check.lit }}, N'P') is null

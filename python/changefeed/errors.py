@@ -114,7 +114,7 @@ class SetupConflict(ChangefeedError):
     """CF008: setup/upgrade found a feed registered differently."""
 
     sqlstate = "CF008"
-    sqlserver_errors = (51051, 51052, 51053, 51054, 51055, 51059)
+    sqlserver_errors = (51051, 51052, 51053, 51054, 51055, 51059, 51073)
 
 
 class CannotConnect(ChangefeedError):
