@@ -1105,7 +1105,7 @@ OTHERS.update({("docs/spark.md", digest): "tests/test_spark_scd.py::project"
 #: docs/spark.md's re-processing command: its --vars are the range the re-processing tests run.
 OTHERS[("docs/spark.md", "333f61cf54c9")] = "tests/test_spark_reprocess.py::documented_range"
 
-TESTING_COMMANDS = ("docs/testing.md", "f018cb8cf740")
+TESTING_COMMANDS = ("docs/testing.md", "7c52784047e0")
 OTHERS[TESTING_COMMANDS] = f"{HERE}::test_others_testing_commands_collect"
 
 
