@@ -357,7 +357,11 @@ def test_changing_capture_and_shard_is_applied_in_place(
     assert len(triggers(admin, "cf_capture", "items")) == 4
     assert shards_of("insert into cf_capture.items values ('e', 2)") == [2]
 
-    setup_feed(dbt, "cf_capture", "items", "outbox")  # back to capture: none
+    # Back to capture: none only when said: left out, the setup refuses and keeps them.
+    with pytest.raises(DbtError, match="would drop what its arguments leave out"):
+        setup_feed(dbt, "cf_capture", "items", "outbox")
+    assert len(triggers(admin, "cf_capture", "items")) == 4
+    setup_feed(dbt, "cf_capture", "items", "outbox", capture="none")
     assert triggers(admin, "cf_capture", "items") == {}
     assert admin.execute(
         "select count(*) from pg_proc where proname = 'capture:cf_capture.items'"

@@ -142,6 +142,19 @@ def test_upgrade_keeps_capture_and_refuses_to_switch_it_off(fresh: Any, conn: An
     assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None
 
 
+def test_a_setup_that_leaves_capture_out_keeps_it(fresh: Any, conn: Any) -> None:
+    """51073: the setup batch of the same feed without capture (render case
+    outbox_composite, whose spec states no capture) refuses to drop the registered
+    capture trigger and changes nothing (issue "Sources change", item 3)."""
+    feed: LiveFeed = fresh("outbox_trigger")
+    without = LiveFeed("outbox_composite")
+    assert without.spec["feed_id"] == feed.spec["feed_id"]
+    message = expect_error(conn, without.batches["setup"], number=51073)
+    assert "would drop what its arguments leave out" in message and "capture: none" in message
+    trigger = f"{q(feed.spec['source_schema'])}.{q('capture:changefeed.shop.order_lines')}"
+    assert scalar(conn, f"select object_id({lit(trigger)}, N'TR');") is not None
+
+
 def test_a_shard_expression_of_another_integer_type_fails_the_setup(conn: Any) -> None:
     """Review #8: `[version] % 4` is bigint. It converts to int implicitly, so the probe
     insert compiles and every write would convert it; setup asks for the expression's
