@@ -473,3 +473,13 @@ def test_the_clients_offer_the_same_methods() -> None:
         found |= {n for n in set(a) & set(b) if a[n] != b[n]}
     assert found == set(REMAINING_DIFFERENCES)
     assert {"shards", "snapshot_begin", "snapshot_finish", "snapshots"} <= set(public(PostgresFeed))
+
+
+def test_a_client_from_a_registry_entry_does_not_read_it_again() -> None:
+    from changefeed.client import FeedInfo, KeyColumn, PostgresFeed, SqlServerFeed
+
+    info = FeedInfo("shop.orders", "cf", "blocking", (KeyColumn("id", "bigint"),), {})
+    for cls in (PostgresFeed, SqlServerFeed):
+        client = cls.from_info(info)
+        assert type(client) is cls and (client.feed_id, client.schema) == ("shop.orders", "cf")
+        assert client.info(None) is info  # no connection: nothing is read

@@ -258,8 +258,6 @@ class PostgresFeed(FeedClient):
     def _load(self, conn: Any) -> FeedInfo:
         return load(conn, self.feed_id, self.schema)
 
-    # -- registry ------------------------------------------------------------------------
-
     # -- health ---------------------------------------------------------------------------
 
     def shards(self, conn: Any) -> list[int]:
@@ -335,6 +333,8 @@ class PostgresFeed(FeedClient):
             (shard, after, upto, shard, after, upto),
         )
         return int(rows[0][0]), None if rows[0][1] is None else bytes(rows[0][1])
+
+    # -- registry ------------------------------------------------------------------------
 
     def ulid_sql(self, conn: Any) -> str:
         """The SQL expression for the next ULID of the connection's write (blocking mode).
@@ -655,7 +655,6 @@ class PostgresFeed(FeedClient):
             f"from {info.q('retain')}(%s, %s, %s, %s) as r",
             (max_age_ms, keep_last, override_consumers, shard),
         )
-
 
     # -- snapshots (protocol 12): the checks in FeedClient ------------------------------
 

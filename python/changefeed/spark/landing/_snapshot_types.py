@@ -100,7 +100,7 @@ class ClientRequests:
     :class:`~changefeed.client.PostgresFeed` and :class:`~changefeed.client.SqlServerFeed`),
     their errors as the data source's."""
 
-    feed_class: ClassVar[Callable[[str, str], FeedClient]]
+    feed_class: ClassVar[type[FeedClient]]
 
     def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]:
         with _translated():
@@ -120,7 +120,8 @@ class ClientRequests:
             self._feed(info).snapshot_finish(conn, request.snapshot_id, rows)
 
     def _feed(self, info: SourceFeed) -> FeedClient:
-        return type(self).feed_class(info.feed_id, info.changefeed_schema)
+        # The landing has just read the registry entry: no second read per run.
+        return type(self).feed_class.from_info(info.info)
 
 
 def _request(found: Snapshot, info: SourceFeed) -> SnapshotRequest:
