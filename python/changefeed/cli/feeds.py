@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.cli import CliError
-from changefeed.client import redact
+from changefeed.client import (
+    ChangefeedError,
+    FeedNotFound,
+    PostgresFeed,
+    SqlServerFeed,
+    redact,
+    registered_feeds,
+)
+from changefeed.client import sqlserver as mssql
+from changefeed.client.feed import FeedClient
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,17 +57,15 @@ class Database:
     asks the clients (:class:`~changefeed.client.PostgresFeed`,
     :class:`~changefeed.client.SqlServerFeed`), which own every statement."""
 
-    def __init__(self, conn: Any, dialect: str, schema: str) -> None:
+    def __init__(self, conn: Any, dialect: _Dialect, schema: str) -> None:
         self.conn = conn
         self.dialect = dialect
         self.schema = schema
 
     def registered_feeds(self) -> Mapping[str, str]:
         """``feed_id -> mode``; :class:`CliError` when there is no registry."""
-        from changefeed.client import ChangefeedError, FeedNotFound
-
         try:
-            return _dialect(self.dialect).registered_feeds(self.conn, self.schema)
+            return self.dialect.registered_feeds(self.conn, self.schema)
         except FeedNotFound:
             raise CliError(
                 f"no feed is set up in this database (there is no {self.schema}.feeds "
@@ -70,9 +77,7 @@ class Database:
 
     def feed_client(self, feed: str) -> Any:
         """The feed's client; an unknown feed raises :class:`CliError` listing the known ones."""
-        from changefeed.client import ChangefeedError
-
-        client = _dialect(self.dialect).client(feed, self.schema)
+        client = self.dialect.client(feed, self.schema)
         try:
             client.info(self.conn)
         except ChangefeedError as exc:
@@ -85,29 +90,20 @@ class Database:
 
 @dataclass(frozen=True)
 class _Dialect:
-    """What the CLI needs of one database: its feed client class and registry listing."""
+    """What the CLI needs of one database: a connection, its feed client class and the
+    registry's listing."""
 
-    client: Callable[[str, str], Any]
+    connect: Callable[[str, str | None], Any]
+    client: type[FeedClient]
     registered_feeds: Callable[[Any, str], Mapping[str, str]]
-
-
-def _dialect(name: str) -> _Dialect:
-    from changefeed.client import PostgresFeed, SqlServerFeed, registered_feeds
-    from changefeed.client import sqlserver as mssql
-
-    dialects = {
-        "postgres": _Dialect(PostgresFeed, registered_feeds),
-        "sqlserver": _Dialect(SqlServerFeed, mssql.registered_feeds),
-    }
-    return dialects[name]
 
 
 @contextmanager
 def connect(args: argparse.Namespace) -> Iterator[Database]:
     """An autocommit connection to the database the arguments name, by URI scheme."""
     uri = _resolve_uri(args)
-    dialect, connector = _CONNECTORS[uri.split("://", 1)[0].lower() if "://" in uri else ""]
-    conn = connector(uri, args.password)
+    dialect = _DIALECTS[uri.split("://", 1)[0].lower() if "://" in uri else ""]
+    conn = dialect.connect(uri, args.password)
     try:
         yield Database(conn, dialect, args.changefeed_schema)
     finally:
@@ -137,9 +133,6 @@ def _connect_postgres(uri: str, password: str | None) -> Any:
 
 
 def _connect_sqlserver(uri: str, password: str | None) -> Any:
-    from changefeed.client import ChangefeedError
-    from changefeed.client import sqlserver as mssql
-
     try:
         return mssql.connect(uri, application_name="changefeed-cli", password=password)
     except ChangefeedError as exc:
@@ -149,10 +142,12 @@ def _connect_sqlserver(uri: str, password: str | None) -> Any:
         ) from None
 
 
-#: URI scheme (``""``: a libpq key=value string) -> the dialect and its connector.
-_CONNECTORS: dict[str, tuple[str, Callable[[str, str | None], Any]]] = {
-    **{scheme: ("postgres", _connect_postgres) for scheme in ("", *POSTGRES_SCHEMES)},
-    **{scheme: ("sqlserver", _connect_sqlserver) for scheme in SQLSERVER_SCHEMES},
+_POSTGRES = _Dialect(_connect_postgres, PostgresFeed, registered_feeds)
+_SQLSERVER = _Dialect(_connect_sqlserver, SqlServerFeed, mssql.registered_feeds)
+#: URI scheme (``""``: a libpq key=value string) -> its database.
+_DIALECTS: dict[str, _Dialect] = {
+    **{scheme: _POSTGRES for scheme in ("", *POSTGRES_SCHEMES)},
+    **{scheme: _SQLSERVER for scheme in SQLSERVER_SCHEMES},
 }
 
 
