@@ -73,6 +73,7 @@ REGISTRY: dict[str, str] = {
     "snapshot-python": "tests/test_snapshot.py::test_the_docs_examples_run",
     "snapshot-cancel": "tests/test_snapshot.py::test_a_request_that_cannot_run_fails_alone_and_the_feed_lands_on",  # noqa: E501
     "readme-commands": f"{HERE}::test_readme_commands_are_the_make_targets",
+    "readme-architecture": f"{HERE}::test_readme_architecture_names_real_parts",
     "testing-tiers": f"{HERE}::test_testing_tiers_are_make_targets_and_select_tests",
     "readme-demo-summary": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",
     "readme-status": "tests/test_demo.py::test_demo_twice_exactly_once_and_incremental",
@@ -376,6 +377,32 @@ def test_readme_commands_are_the_make_targets() -> None:
         re.M,
     )
     assert re.search(r"^test: java venv jars compat-venv jvm-archive\n", makefile, re.M)
+
+
+def test_readme_architecture_names_real_parts() -> None:
+    """The diagram's places are the checkout's directories and its commands the CLI's."""
+    from changefeed.cli import build_parser
+
+    text = sample("readme-architecture")
+    assert text.startswith("flowchart LR\n")
+    paths = re.findall(r"(?<![\w/])((?:macros|python)/[\w/]+)", text)
+    assert len(paths) >= 5, paths
+    missing = [p for p in paths if not (REPO / p).is_dir()]
+    assert not missing, f"the diagram names directories that do not exist: {missing}"
+    commands = set(re.findall(r"changefeed (\w+)", text))
+    assert commands == {"land", "status"}, commands
+    import argparse
+
+    subcommands = {
+        name
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    }
+    assert commands <= subcommands, subcommands
+    # Both databases and the three formats the landing writes are named.
+    for word in ("PostgreSQL", "SQL Server", "Delta", "Iceberg", "parquet", "safe point"):
+        assert word in text, word
 
 
 # -- docs/python-api.md -----------------------------------------------------------------------
