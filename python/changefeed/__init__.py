@@ -8,6 +8,6 @@ exception the package raises derives from :class:`ChangefeedError` (:mod:`change
 
 from changefeed.errors import ChangefeedError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["ChangefeedError", "__version__"]
