@@ -157,6 +157,33 @@ def test_setup_creates_every_object_then_a_second_setup_is_a_no_op(
         "changefeed: feed cf_setup.orders is already set up (blocking); nothing to do"
     ]
     assert object_oids(admin, names) == oids
+    assert not any("snapshot" in m for m in logged)
+
+
+def test_a_feed_set_up_on_a_table_with_rows_points_to_the_snapshot(
+    dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    """Rows that exist at setup are in no event: the setup says so once, naming both ways
+    to snapshot them; an empty table, a second setup and a changed setup say nothing."""
+    create_table(admin, "cf_setup", "filled", "id bigint primary key, note text")
+    create_table(admin, "cf_setup", "empty", "id bigint primary key, note text")
+    admin.execute("insert into cf_setup.filled values (1, 'a'), (2, 'b')")
+    for table in ("filled", "empty"):
+        teardown_feed(dbt, "cf_setup", table)
+
+    logged = setup_feed(dbt, "cf_setup", "filled", "outbox")
+    hints = [m for m in logged if "snapshot" in m]
+    assert hints == [
+        "changefeed: cf_setup.filled already has rows, and they are not in the feed, which "
+        "holds the changes from now on; to add them as events, snapshot the table into the "
+        "landed feed: changefeed snapshot --connection URI --feed cf_setup.filled --table "
+        "LANDED_TABLE, or dbt run-operation changefeed.request_snapshot --args "
+        "'{relation: cf_setup.filled}' before the next landing (docs/snapshot.md)"
+    ], logged
+    assert not any("snapshot" in m for m in setup_feed(dbt, "cf_setup", "filled", "outbox"))
+    changed = setup_feed(dbt, "cf_setup", "filled", "outbox", stall_timeout_ms=4000)
+    assert any("updated" in m for m in changed) and not any("snapshot" in m for m in changed)
+    assert not any("snapshot" in m for m in setup_feed(dbt, "cf_setup", "empty", "blocking"))
 
 
 def test_changing_the_mode_or_the_key_fails_and_names_the_remedy(

@@ -26,3 +26,15 @@
   {%- endfor -%}
   {{ return(bounds) }}
 {% endmacro %}
+
+{#- The line a setup logs when it has created a feed on a table that already has rows:
+    a feed holds the changes from its setup on, so those rows are in no event until a
+    snapshot adds them (docs/snapshot.md). Each adapter asks its database whether the
+    table has a row; the words are the same for both. -#}
+{% macro _feed_existing_rows_hint(spec) %}
+  {{ return("changefeed: " ~ spec['feed_id'] ~ " already has rows, and they are not in the feed, "
+     ~ "which holds the changes from now on; to add them as events, snapshot the table into "
+     ~ "the landed feed: changefeed snapshot --connection URI --feed " ~ spec['feed_id']
+     ~ " --table LANDED_TABLE, or dbt run-operation changefeed.request_snapshot --args '{relation: "
+     ~ spec['feed_id'] ~ "}' before the next landing (docs/snapshot.md)") }}
+{% endmacro %}

@@ -74,6 +74,10 @@
              ~ signature ~ ", schema " ~ spec['schema']
              ~ (", capture: trigger, shard " ~ spec['shard'] if ctx['capture'] == 'trigger' else '') ~ ")"
              ~ ("; changed: " ~ changed | join(', ') if changed else ''), info=true) -%}
+  {%- if row is none and spec.get('model') is none
+        and run_query('select 1 from ' ~ ctx['q_source'] ~ ' limit 1').rows | length > 0 -%}
+    {%- do log(changefeed._feed_existing_rows_hint(spec), info=true) -%}
+  {%- endif -%}
   {{ return(action) }}
 {% endmacro %}
 

@@ -20,6 +20,11 @@
     {%- elif action == 'created' -%}
       {%- do run_query(changefeed._sqlserver_sql_seed(changefeed._sqlserver_feed_context(spec))) -%}
     {%- endif -%}
+  {%- elif action == 'created' -%}
+    {%- set source_sql = changefeed._sqlserver_feed_context(spec)['source_sql'] -%}
+    {%- if run_query('select top (1) 1 as found from ' ~ source_sql).rows | length > 0 -%}
+      {%- do log(changefeed._feed_existing_rows_hint(spec), info=true) -%}
+    {%- endif -%}
   {%- endif -%}
   {{ return(action) }}
 {% endmacro %}
