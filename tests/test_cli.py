@@ -355,14 +355,17 @@ def test_a_continuous_landing_says_nothing_new_at_most_once_a_minute(capsys: Any
         for run in range(1800):
             now[0] = run * 0.1 + 0.05
             batch = 7 if run == 900 else None
-            printer(LandingResult("l.t", batch, 3 if batch else 0, {}, {0: b""}, 0.05))
+            # run 901 executed a snapshot and found no live event: not idle
+            snapshot = ((8,), 5002) if run == 901 else ((), 0)
+            printer(LandingResult("l.t", batch, 3 if batch else 0, {}, {0: b""}, 0.05, *snapshot))
         return capsys.readouterr().out.splitlines()
 
     default = lines()
     assert IDLE_LINE_SECONDS == 60.0
     idle = "l.t: nothing new (1 shard, 0.1 s)"
     batch = "l.t: batch 7, 3 events from 1 shard in 0.1 s (60 events/s)"
-    assert default == [idle, idle, batch, idle, idle]
+    snapshot = "l.t: snapshot 8 landed 5,002 rows; no new live events (1 shard, 0.1 s)"
+    assert default == [idle, idle, batch, snapshot, idle, idle]
     assert len(lines(verbose=True)) == 1800
     assert lines(quiet=True) == []
     slow = LandingResult("l.t", 2, 3, {}, {0: b"", 1: b""}, 10.0).summary()

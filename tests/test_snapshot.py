@@ -413,6 +413,14 @@ def test_the_docs_examples_run(
     assert main([*argv[1:], "--spark", "existing"]) == 0
     printed = capsys.readouterr().out
     assert "requested snapshot" in printed and "rows/s" in printed and ", done" in printed
+    # It ends with what it landed (the dbt request's 1,000 rows and its own 2,500), not
+    # with "nothing new" (no live event was written).
+    last = printed.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"{re.escape(table)}: snapshots \d+, \d+ landed 3,500 rows; no new live events "
+        r"\(1 shard, \d+\.\d s\)",
+        last,
+    ), last
 
     code = ours(sample("snapshot-python"))
     exec(compile(code, "docs/snapshot.md", "exec"), {"spark": spark, "connection": pg_uri})

@@ -253,7 +253,7 @@ class Printer:
     def __call__(self, result: Any) -> None:
         if self.quiet:
             return
-        if result.batch is not None:
+        if not result.idle:
             print(result.summary(), flush=True)
             return
         started = self.clock() - result.seconds

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
@@ -66,7 +66,10 @@ _NOT_FOR_LANDING = ("startingoffsets", "endingoffsets")
 
 @dataclass(frozen=True)
 class LandingResult:
-    """What one landing run did. ``batch`` is ``None`` when there was nothing new."""
+    """What one landing run did. ``batch`` is ``None`` when there were no new live events;
+    ``events``, ``batch`` and ``seconds`` are the live events' batch. ``snapshots`` are the
+    ids of the snapshot requests the run executed before it (in order) and
+    ``snapshot_rows`` the rows they landed in this run."""
 
     table: str
     batch: int | None
@@ -74,26 +77,44 @@ class LandingResult:
     cursors: dict[int, bytes] = field(repr=False)
     safe_points: dict[int, bytes] = field(repr=False)
     seconds: float
+    snapshots: tuple[int, ...] = ()
+    snapshot_rows: int = 0
+
+    @property
+    def idle(self) -> bool:
+        """Whether the run landed nothing at all: no live events and no snapshot."""
+        return self.batch is None and not self.snapshots
 
     def summary(self) -> str:
-        """One line for a log: the batch, its events and shards, and the rate.
+        """One line for a log: the snapshots, the batch, its events and shards, the rate.
 
         >>> LandingResult("l.t", 3, 3, {}, {0: b""}, 10.0).summary()
         'l.t: batch 3, 3 events from 1 shard in 10.0 s (0.3 events/s)'
         >>> LandingResult("l.t", None, 0, {}, {0: b"", 1: b""}, 0.25).summary()
         'l.t: nothing new (2 shards, 0.2 s)'
+        >>> LandingResult("l.t", None, 0, {}, {0: b""}, 0.1, (7,), 5002).summary()
+        'l.t: snapshot 7 landed 5,002 rows; no new live events (1 shard, 0.1 s)'
+        >>> LandingResult("l.t", 4, 1, {}, {0: b""}, 2.0, (7, 8), 1).summary()
+        'l.t: snapshots 7, 8 landed 1 row; batch 4, 1 event from 1 shard in 2.0 s (0.5 events/s)'
         """
         shards = _counted(len(self.safe_points), "shard")
+        prefix = ""
+        if self.snapshots:
+            ids = ", ".join(str(i) for i in self.snapshots)
+            noun = "snapshot" if len(self.snapshots) == 1 else "snapshots"
+            prefix = f"{noun} {ids} landed {_counted(self.snapshot_rows, 'row')}; "
         if self.batch is None:
-            return f"{self.table}: nothing new ({shards}, {self.seconds:.1f} s)"
+            nothing = "no new live events" if self.snapshots else "nothing new"
+            return f"{self.table}: {prefix}{nothing} ({shards}, {self.seconds:.1f} s)"
         return (
-            f"{self.table}: batch {self.batch}, {_counted(self.events, 'event')} from {shards} "
-            f"in {self.seconds:.1f} s ({_rate(self.events, self.seconds)} events/s)"
+            f"{self.table}: {prefix}batch {self.batch}, {_counted(self.events, 'event')} from "
+            f"{shards} in {self.seconds:.1f} s ({_rate(self.events, self.seconds)} events/s)"
         )
 
 
 def _counted(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    """``1 event``, ``5,002 events``."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def _rate(events: int, seconds: float) -> str:
@@ -191,9 +212,15 @@ class Landing:
         each of their batches). Any failure makes the next run re-read the table."""
         known, self._known = self._known, None
         try:
-            if self._snapshots(on_stage, on_progress):
-                known = None
+            attempted = self._snapshots(on_stage, on_progress)
+            if attempted:
+                known = None  # a request's step 2 landed events, even one that then failed
             result, self._known = self._run(known, on_stage)
+            landed = [(i, rows) for i, rows in attempted if rows is not None]
+            if landed:
+                executed = tuple(snapshot_id for snapshot_id, _ in landed)
+                rows = sum(count for _, count in landed)
+                result = replace(result, snapshots=executed, snapshot_rows=rows)
         except BaseException:
             self.close()  # a connection in an unknown state is not reused
             raise
@@ -203,8 +230,9 @@ class Landing:
 
     def _snapshots(
         self, on_stage: StageCallback | None, on_progress: _snapshot.ProgressCallback | None
-    ) -> bool:
-        """Execute the feed's pending snapshot requests; whether any ran."""
+    ) -> list[tuple[int, int | None]]:
+        """Execute the feed's pending snapshot requests; ``(snapshot_id, rows landed)`` of
+        each, in order, with ``None`` for one that failed."""
         backend = self._connection()
         info = backend.describe(self.options.feed, self.options.payload)
         pending = _snapshot_dialect.statements(backend.dialect).pending_requests(backend.conn, info)
@@ -217,11 +245,14 @@ class Landing:
                 "because it lands without payload (snapshot rows are source rows)",
                 info.feed_id, len(requests), self.table.text,
             )  # fmt: skip
-            return False
+            return []
+        ran: list[tuple[int, int | None]] = []
         for request in requests:
             try:
-                _snapshot.execute(self, backend, info, request, on_stage, on_progress)
+                rows = _snapshot.execute(self, backend, info, request, on_stage, on_progress)
+                ran.append((request.snapshot_id, rows))
             except _snapshot.SnapshotRequestFailed as failed:
+                ran.append((request.snapshot_id, None))
                 # One request that cannot run stops neither the others nor the live events
                 # (protocol 12.3): they land past its block, after it.
                 _snapshot.LOG.error("%s", failed)
@@ -230,7 +261,7 @@ class Landing:
                         "table": self.table.text, "snapshot_id": request.snapshot_id,
                         "shard": request.shard, "error": str(failed),
                     })  # fmt: skip
-        return bool(requests)
+        return ran
 
     def check_target(self) -> None:
         """Refuse, before anything is requested or written, a target table this landing
