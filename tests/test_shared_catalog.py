@@ -213,6 +213,58 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
     assert max(consumed.values()) == 1, "an event consumed twice"
     assert consumed == source, f"consumer != source ({landed_all})"
     print({k: round(v, 1) for k, v in timings.items()}, landed_all)
+    _a_stopped_catalog_is_started_by_the_spark_launcher(conf_dir, env, cli, tmp_path)
+
+
+def _a_stopped_catalog_is_started_by_the_spark_launcher(
+    conf_dir: Path, env: dict[str, str], cli: list[str], cwd: Path
+) -> None:
+    """After a reboot (the catalog stopped), any Spark launch on SPARK_CONF_DIR (dbt-spark's
+    session among them, which runs none of changefeed's code first) starts its server,
+    saying so in one line; a server that cannot start stops the launch with one line
+    naming the command that shows why."""
+    import pyspark
+
+    from changefeed import catalog
+
+    directory = Path(conf_dir).parent
+    shared = catalog.load(directory)
+    assert not _reachable(shared), "the scenario ends with `changefeed catalog stop`"
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    launch = subprocess.run([str(spark_submit), "--version"], env=env, cwd=cwd,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert launch.returncode == 0, launch.stderr[-2000:]
+    started = [line for line in launch.stderr.splitlines() if line.startswith("changefeed:")]
+    assert started == [
+        f"changefeed: starting the server of the shared catalog (127.0.0.1:{shared.port}), "
+        f"which was stopped: changefeed catalog init --dir {directory}"
+    ], launch.stderr[-2000:]
+    assert _reachable(shared)
+    subprocess.run([*cli, "catalog", "stop", "--dir", str(directory)], env=env, cwd=cwd,
+                   capture_output=True, timeout=60, check=True)  # fmt: skip
+
+    broken = cwd / "broken-conf"
+    broken.mkdir()
+    (broken / catalog.ENV_FILE).write_text(
+        catalog.launcher_script(shared, python="/nowhere/python")
+    )
+    launch = subprocess.run([str(spark_submit), "--version"], cwd=cwd,
+                            env={**env, "SPARK_CONF_DIR": str(broken)},
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert launch.returncode == 1, launch.stderr[-2000:]
+    assert launch.stderr.strip().splitlines()[-1] == (
+        f"changefeed: the server of the shared catalog (127.0.0.1:{shared.port}) is stopped "
+        f"and did not start; run changefeed catalog init --dir {directory} to see why"
+    ), launch.stderr
+    assert "Spark" not in launch.stderr and not _reachable(shared)
+
+
+def _reachable(shared: Any) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(2)
+        return sock.connect_ex(("127.0.0.1", shared.port)) == 0
 
 
 def _caught_up(log: str) -> bool:

@@ -10,6 +10,7 @@ so the one file is the one place the catalog is configured.
     <dir>/postgres/             the metastore server's data directory
     <dir>/warehouse/            the tables' files (unless --warehouse names another)
     <dir>/conf/spark-defaults.conf
+    <dir>/conf/spark-env.sh     starts a stopped server before any Spark driver starts
     <dir>/catalog.json          port and warehouse, read back by later commands
 
 :func:`init` is idempotent: it creates what is missing and starts the server if it is
@@ -22,7 +23,9 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +43,9 @@ from changefeed.errors import ChangefeedError
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
 MARKER = "spark.changefeed.catalog"
 CONF_FILE = "spark-defaults.conf"
+#: Sourced by Spark's launcher (bin/load-spark-env.sh) from SPARK_CONF_DIR before it
+#: starts a driver JVM: the one hook that also runs for dbt-spark's ``method: session``.
+ENV_FILE = "spark-env.sh"
 METASTORE_DB = "metastore"
 HOST = "127.0.0.1"
 #: A table of our own in the metastore database, created once every Hive table is.
@@ -157,10 +163,38 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
             "# Written by `changefeed catalog init`; every Spark process that reads it\n"
             "# (SPARK_CONF_DIR) shares one catalog. Run the command again to rewrite it.\n" + conf
         )
+        (catalog.conf_dir / ENV_FILE).write_text(launcher_script(catalog))
     with schema_lock(catalog):
         if not schema_ready(catalog):
             _create_schema(catalog)
     return catalog
+
+
+def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
+    """The ``spark-env.sh`` of the catalog: before a Spark driver starts (dbt-spark's
+    ``method: session`` included, which runs none of changefeed's code first), start the
+    server if it is stopped, as the changefeed commands do (:func:`ensure_running`).
+    Without it, a driver on a stopped catalog waits a minute for Hive's retries and
+    prints thousands of lines that never name the fix. When the server cannot be started,
+    the launch stops with one line naming the command that shows why."""
+    directory = shlex.quote(str(catalog.directory))
+    fix = f"changefeed catalog init --dir {directory}"
+    server = f"the server of the shared catalog ({HOST}:{catalog.port})"
+    starting = f"changefeed: starting {server}, which was stopped: {fix}"
+    failed = f"changefeed: {server} is stopped and did not start; run {fix} to see why"
+    return (
+        "# Written by `changefeed catalog init`; Spark's launcher sources it from\n"
+        "# SPARK_CONF_DIR before it starts a driver. It starts the shared catalog's server\n"
+        "# when it is stopped (after a reboot). Run the command again to rewrite it.\n"
+        f"if ! (exec 3<>/dev/tcp/{HOST}/{catalog.port}) 2>/dev/null; then\n"
+        f"  echo {shlex.quote(starting)} >&2\n"
+        f"  if ! {shlex.quote(python)} -m changefeed.cli catalog init --dir {directory} "
+        ">/dev/null 2>&1; then\n"
+        f"    echo {shlex.quote(failed)} >&2\n"
+        "    exit 1\n"
+        "  fi\n"
+        "fi\n"
+    )
 
 
 def _create_schema(catalog: Catalog) -> None:
