@@ -35,3 +35,47 @@ def test_the_summary_wraps_rather_than_being_cut() -> None:
     (style,) = re.findall(r"pre\{[^}]*\}", page)
     assert "white-space:pre-wrap" in style and "overflow-x" not in style
     assert long_line in page
+
+
+def test_a_long_legend_wraps_inside_the_chart() -> None:
+    """The report's latency legend (three long names) used to run past the right edge,
+    clipping the third entry: entries that do not fit start a row of their own, and the
+    chart grows by that row."""
+    from shop_demo._chart import CHAR_WIDTH, HEIGHT, RIGHT, WIDTH
+
+    names = [
+        "committed -> landed in Spark, median of the batch",
+        "committed -> landed in Spark, max of the batch",
+        "committed -> dbt models, max",
+    ]
+    series = [Series(n, "#000", [(1.0, 2.0), (2.0, 1.0)]) for n in names]
+    svg = ET.fromstring(line_chart("Latency", series, "seconds", "seconds"))
+    legend = [t for t in svg.iter(f"{SVG}text") if t.text in names]
+    assert [t.text for t in legend] == names
+    for text in legend:
+        assert float(text.get("x", 0)) + CHAR_WIDTH * len(text.text or "") <= WIDTH - RIGHT
+    rows = sorted({float(t.get("y", 0)) for t in legend})
+    assert len(rows) == 2
+    assert svg.get("height") == str(HEIGHT + int(rows[1] - rows[0]))
+    # One short series keeps the chart's size.
+    short = ET.fromstring(line_chart("T", series[2:], "x", "y"))
+    assert short.get("height") == str(HEIGHT)
+
+
+def test_the_demo_modules_doctests_pass() -> None:
+    import doctest
+    import importlib
+    import pkgutil
+
+    import shop_demo
+
+    attempted, failures = 0, []
+    for info in pkgutil.iter_modules(shop_demo.__path__, "shop_demo."):
+        if info.name.endswith("__main__"):
+            continue
+        result = doctest.testmod(importlib.import_module(info.name), report=False)
+        attempted += result.attempted
+        if result.failed:
+            failures.append(f"{info.name}: {result.failed} of {result.attempted} failed")
+    assert not failures, "\n".join(failures)
+    assert attempted >= 5

@@ -27,9 +27,9 @@ class Series:
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """About ``count`` round tick values covering ``[low, high]``.
 
-    >>> nice_ticks(0, 97)
+    >>> nice_ticks(0.0, 97.0)
     [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
-    >>> nice_ticks(0, 0)
+    >>> nice_ticks(0.0, 0.0)
     [0.0, 1.0]
     """
     if high <= low:
@@ -41,7 +41,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     ticks = []
     value = start
     while value < high + step * 0.999:
-        ticks.append(round(value, 10))
+        ticks.append(round(float(value), 10))
         value += step
     return ticks
 
@@ -52,6 +52,28 @@ def _label(value: float) -> str:
     if value == int(value):
         return str(int(value))
     return f"{value:.1f}"
+
+
+#: The legend's estimate of a label's width (11 px sans-serif) and its row height.
+CHAR_WIDTH, LEGEND_ROW = 6.5, 14.0
+
+
+def legend_layout(names: Sequence[str]) -> list[tuple[float, float]]:
+    """Each legend entry's x and its row's offset below the first row: entries go left
+    to right and start a new row where the next would pass the chart's right edge.
+
+    >>> legend_layout(["a" * 40, "b" * 40, "c" * 40])
+    [(72.0, 0.0), (356.0, 0.0), (72.0, 14.0)]
+    """
+    placed: list[tuple[float, float]] = []
+    x, row = LEFT + 8.0, 0.0
+    for name in names:
+        width = 16 + CHAR_WIDTH * len(name)
+        if placed and x + width > WIDTH - RIGHT:
+            x, row = LEFT + 8.0, row + LEGEND_ROW
+        placed.append((x, row))
+        x += width + 8
+    return placed
 
 
 def line_chart(
@@ -72,17 +94,21 @@ def line_chart(
     x_ticks = nice_ticks(0.0, max(x_max, 1.0))
     y_ticks = nice_ticks(0.0, max(y_max, 1e-9) * 1.05)
     x_hi, y_hi = x_ticks[-1], y_ticks[-1]
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    legend = legend_layout([s.name for s in series])
+    # Each legend row below the first adds its height above the plot.
+    extra = max((y for _, y in legend), default=0.0)
+    top, height = TOP + extra, HEIGHT + extra
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, height - top - BOTTOM
 
     def sx(x: float) -> float:
         return LEFT + plot_w * (x / x_hi if x_hi else 0.0)
 
     def sy(y: float) -> float:
-        return TOP + plot_h * (1 - (y / y_hi if y_hi else 0.0))
+        return top + plot_h * (1 - (y / y_hi if y_hi else 0.0))
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
+        f'viewBox="0 0 {WIDTH} {height:.0f}" font-family="sans-serif" font-size="11">',
         f'<text x="{LEFT}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>',
     ]
     for y in y_ticks:
@@ -95,30 +121,29 @@ def line_chart(
         )
     for x in x_ticks:
         parts.append(
-            f'<text x="{sx(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">'
+            f'<text x="{sx(x):.1f}" y="{height - BOTTOM + 16:.0f}" text-anchor="middle">'
             f"{_label(x)}</text>"
         )
     parts.append(
         f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(0):.1f}" y2="{sy(0):.1f}" stroke="#888"/>'
     )
     parts.append(
-        f'<text x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle">'
+        f'<text x="{LEFT + plot_w / 2:.0f}" y="{height - 6:.0f}" text-anchor="middle">'
         f"{html.escape(x_label)}</text>"
     )
     parts.append(
-        f'<text x="14" y="{TOP + plot_h / 2:.0f}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{html.escape(y_label)}</text>'
+        f'<text x="14" y="{top + plot_h / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">{html.escape(y_label)}</text>'
     )
     for x, label in marks:
         parts.append(
-            f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{TOP}" y2="{sy(0):.1f}" '
+            f'<line x1="{sx(x):.1f}" x2="{sx(x):.1f}" y1="{top:.0f}" y2="{sy(0):.1f}" '
             'stroke="#999" stroke-dasharray="3,3"/>'
         )
         parts.append(
-            f'<text x="{sx(x) + 4:.1f}" y="{TOP + 14}" fill="#666">{html.escape(label)}</text>'
+            f'<text x="{sx(x) + 4:.1f}" y="{top + 14:.0f}" fill="#666">{html.escape(label)}</text>'
         )
-    legend_x = LEFT + 8.0
-    for s in series:
+    for s, (legend_x, legend_dy) in zip(series, legend, strict=True):
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s.points)
         dash = ' stroke-dasharray="5,4"' if s.dashed else ""
         if len(s.points) > 1:
@@ -133,9 +158,11 @@ def line_chart(
                 f"<title>{html.escape(_point_title(s.name, label, x, y))}</title></circle>"
                 for (x, y), label in zip(s.points, labels, strict=True)
             )
-        parts.append(f'<rect x="{legend_x}" y="{TOP - 4}" width="12" height="3" fill="{s.color}"/>')
-        parts.append(f'<text x="{legend_x + 16}" y="{TOP}">{html.escape(s.name)}</text>')
-        legend_x += 24 + 6.5 * len(s.name)
+        legend_y = TOP + legend_dy
+        parts.append(
+            f'<rect x="{legend_x}" y="{legend_y - 4}" width="12" height="3" fill="{s.color}"/>'
+        )
+        parts.append(f'<text x="{legend_x + 16}" y="{legend_y}">{html.escape(s.name)}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
 
