@@ -104,12 +104,18 @@ def test_teardown_drops_every_routine_that_setup_creates(dbt: Any) -> None:
         assert created and created <= dropped, created - dropped
         # Teardown also drops a capture function the registry may not name (capture was
         # switched off, or the row is gone), and nothing else beyond what setup created.
-        assert {name for _, name in dropped - created} <= {'"changefeed"."capture:cf_render.t"'}
+        assert {name for _, name in dropped - created} <= {
+            '"changefeed"."capture:cf_render.t"',
+            '"changefeed"."recapture:cf_render.t"',
+        }
         created_per_spec.append({name for _, name in created})
     blocking, outbox, captured = created_per_spec
     assert '"changefeed"."lock:cf_render.t"' in blocking - outbox
     assert '"changefeed"."move_outbox:cf_render.t"' in outbox - blocking
-    assert captured - outbox == {'"changefeed"."capture:cf_render.t"'}
+    assert captured - outbox == {
+        '"changefeed"."capture:cf_render.t"',
+        '"changefeed"."recapture:cf_render.t"',
+    }
 
 
 def test_reserved_key_column_names_fail_clearly(dbt: Any) -> None:

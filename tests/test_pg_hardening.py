@@ -279,9 +279,42 @@ def test_a_retyped_key_stops_writes_and_setup_names_the_remedy(
     assert admin.execute("select count(*) from cf_hard.cap").fetchone() == (0,)
 
 
+def test_a_recreated_source_table_is_captured_before_its_first_write(
+    captured: PostgresFeed, dbt: Any, admin: psycopg.Connection[Any]
+) -> None:
+    """Issue 31's bar: a capture: trigger source dropped and created again, then written
+    without setup, commits no write without its event (the event trigger, protocol 5.1);
+    a table that arrives with rows (CREATE TABLE AS, renamed into place) is refused."""
+    columns = "id bigint primary key, other bigint, region int"
+    admin.execute("insert into cf_hard.cap values (1, 10, 0)")
+    with admin.transaction():  # in one transaction with the writes, as a deploy would
+        create_table(admin, "cf_hard", "cap", columns)
+        admin.execute("insert into cf_hard.cap values (2, 20, 0)")
+    admin.execute("insert into cf_hard.cap values (3, 30, 0)")
+    assert _keys(admin, captured, 0) == [(1,), (2,), (3,)]
+
+    admin.execute("create table cf_hard.cap_next as select * from cf_hard.cap")
+    admin.execute("drop table cf_hard.cap")
+    with _sqlstate("CF011") as refused:
+        admin.execute("alter table cf_hard.cap_next rename to cap")
+    assert "rows that no event records" in str(refused.value)
+    assert admin.execute("select to_regclass('cf_hard.cap')").fetchone() == (None,)
+    with _sqlstate("CF011"):
+        admin.execute("create table cf_hard.cap as select * from cf_hard.cap_next")
+    admin.execute("drop table cf_hard.cap_next")
+    # Created empty, then filled: every row an event.
+    create_table(admin, "cf_hard", "cap", columns)
+    admin.execute("insert into cf_hard.cap values (4, 40, 0), (5, 50, 0)")
+    assert _keys(admin, captured, 0) == [(1,), (2,), (3,), (4,), (5,)]
+
+
 def test_a_recreated_source_table_is_reported_by_the_mover_until_setup_runs(
     captured: PostgresFeed, dbt: Any, admin: psycopg.Connection[Any]
 ) -> None:
+    """Without the event trigger (a feed set up by a role that is not a superuser, which
+    event triggers need), reads report the lost triggers until setup runs."""
+    names = registry_row(admin, "cf_hard.cap")["names"]  # type: ignore[index]
+    admin.execute(f'drop event trigger "{names["recapture_trigger"]}"')
     admin.execute("insert into cf_hard.cap values (1, 10, 0)")
     create_table(admin, "cf_hard", "cap", "id bigint primary key, other bigint, region int")
     admin.execute("insert into cf_hard.cap values (2, 20, 0)")  # not captured: no triggers

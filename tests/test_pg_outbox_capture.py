@@ -374,24 +374,46 @@ def test_changing_capture_and_shard_is_applied_in_place(
 def test_a_rebuilt_table_gets_its_triggers_back_and_teardown_removes_them(
     orders: dict[str, str], dbt: Any, admin: psycopg.Connection[Any]
 ) -> None:
-    # dbt's table materialization builds a new table and drops the old one with its triggers
-    create_table(admin, "cf_capture", "orders",
-                 "order_id bigint primary key, customer_id int not null, note text")  # fmt: skip
+    columns = "order_id bigint primary key, customer_id int not null, note text"
+    event_trigger = "select count(*) from pg_event_trigger where evtname = %s"
+    assert admin.execute(event_trigger, (orders["recapture_trigger"],)).fetchone() == (1,)
+    # Dropped and created again without setup: the event trigger puts the capture
+    # triggers back in the creating command's transaction, before any write (5.1).
+    create_table(admin, "cf_capture", "orders", columns)
+    assert len(triggers(admin, "cf_capture", "orders")) == 4
+    logged = setup_feed(
+        dbt, "cf_capture", "orders", "outbox", capture="trigger", shard="customer_id % 4"
+    )
+    assert logged == [
+        "changefeed: feed cf_capture.orders is already set up (outbox); nothing to do"
+    ]
+
+    # Without the event trigger (set up by a role that is not a superuser), the rebuilt
+    # table stays without triggers until setup runs, which also creates the event trigger.
+    admin.execute(
+        sql.SQL("drop event trigger {}").format(sql.Identifier(orders["recapture_trigger"]))
+    )
+    create_table(admin, "cf_capture", "orders", columns)
     assert triggers(admin, "cf_capture", "orders") == {}
     logged = setup_feed(
         dbt, "cf_capture", "orders", "outbox", capture="trigger", shard="customer_id % 4"
     )
     assert logged == [
-        "changefeed: feed cf_capture.orders: re-created the capture function and triggers on "
-        '"cf_capture"."orders" (the table was rebuilt or altered, or they were dropped or disabled)'
+        "changefeed: feed cf_capture.orders: created the event trigger that captures "
+        '"cf_capture"."orders" again when it is re-created without setup; re-created the '
+        'capture function and triggers on "cf_capture"."orders" (the table was rebuilt or '
+        "altered, or they were dropped or disabled)"
     ]
     assert len(triggers(admin, "cf_capture", "orders")) == 4
+    assert admin.execute(event_trigger, (orders["recapture_trigger"],)).fetchone() == (1,)
 
     teardown_feed(dbt, "cf_capture", "orders")
     assert triggers(admin, "cf_capture", "orders") == {}
-    assert admin.execute(
-        "select count(*) from pg_proc where proname = %s", (orders["capture"],)
-    ).fetchone() == (0,)
+    for function in (orders["capture"], orders["recapture"]):
+        assert admin.execute(
+            "select count(*) from pg_proc where proname = %s", (function,)
+        ).fetchone() == (0,)
+    assert admin.execute(event_trigger, (orders["recapture_trigger"],)).fetchone() == (0,)
     admin.execute("truncate cf_capture.orders")  # allowed again
 
 

@@ -116,13 +116,17 @@
 {#- The capture function `capture:<feed>` (in the changefeed schema) and the triggers on the
     source table that call it. A trigger's name lives in its table's namespace, which two
     changefeed schemas may share, so trigger names carry the changefeed schema too:
-    `capture_insert:<changefeed schema>.<schema>.<table>`. -#}
+    `capture_insert:<changefeed schema>.<schema>.<table>`. The event trigger that
+    re-creates them on a re-created source table (`recapture`, protocol 5.1) is named in
+    the database's one namespace of event triggers, so it carries the changefeed schema
+    too; its function `recapture:<feed>` lives in the changefeed schema. -#}
 {% macro _postgres_capture_names(spec) %}
   {%- set trigger_spec = {} -%}
   {%- do trigger_spec.update(spec) -%}
   {%- do trigger_spec.update({'feed_id': spec['schema'] ~ '.' ~ spec['feed_id']}) -%}
-  {%- set names = {'capture': changefeed._feed_object_name(spec, 'capture', 63, 'bytes')} -%}
-  {%- for kind in changefeed._postgres_capture_trigger_kinds() -%}
+  {%- set names = {'capture': changefeed._feed_object_name(spec, 'capture', 63, 'bytes'),
+                   'recapture': changefeed._feed_object_name(spec, 'recapture', 63, 'bytes')} -%}
+  {%- for kind in changefeed._postgres_capture_trigger_kinds() + ['recapture_trigger'] -%}
     {%- do names.update({kind: changefeed._feed_object_name(trigger_spec, kind, 63, 'bytes')}) -%}
   {%- endfor -%}
   {{ return(names) }}

@@ -225,12 +225,7 @@ begin
   return null;
 end
   {%- endset -%}
-  {{ return('create or replace function ' ~ ctx['q']['capture'] ~ '()
-returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, pg_temp
-as ' ~ changefeed._postgres_dollar_quote(body)) }}
+  {{ return(changefeed._postgres_definer_function(ctx['q']['capture'], 'trigger', body)) }}
 {% endmacro %}
 
 
@@ -368,6 +363,42 @@ $cf_seed$
   {%- endif -%}
   {%- set lit = changefeed._postgres_literal -%}
   {%- set names = ctx['capture_names'] -%}
+  {%- set event_trigger = changefeed._postgres_ident(names['recapture_trigger']) -%}
+  {%- set event_trigger_exists = 'exists (select 1 from pg_catalog.pg_event_trigger where evtname = '
+      ~ lit(names['recapture_trigger']) ~ ')' -%}
+  {%- set lines = [] -%}
+  {%- if ctx['capture'] != 'trigger' -%}
+    {#- First: it depends on the recapture function, and would put the triggers back. -#}
+    {%- do lines.append('  if ' ~ event_trigger_exists ~ ' then\n    execute '
+        ~ lit('drop event trigger ' ~ event_trigger) ~ ';\n  end if;') -%}
+  {%- endif -%}
+  {%- do lines.append(changefeed._postgres_sql_capture_triggers(ctx, ctx['capture'] == 'trigger')) -%}
+  {%- if ctx['capture'] == 'trigger' -%}
+    {#- Event triggers need a superuser; without one, a re-created source table stays
+        uncaptured until setup runs again, and reads fail with CF011 meanwhile. -#}
+    {%- do lines.append('  if not ' ~ event_trigger_exists ~ ' and (select cf_role.rolsuper from pg_catalog.pg_roles as cf_role'
+        ~ ' where cf_role.rolname = current_user) then\n    execute '
+        ~ lit('create event trigger ' ~ event_trigger ~ ' on ddl_command_end when tag in ('
+              ~ changefeed._postgres_recapture_tags() ~ ') execute function ' ~ ctx['q']['recapture'] ~ '()')
+        ~ ';\n  end if;') -%}
+  {%- endif -%}
+  {#- mode none is teardown, which drops the functions with the other routines. -#}
+  {%- if ctx['capture'] != 'trigger' and ctx['mode'] == 'outbox' -%}
+    {%- for kind in ['recapture', 'capture'] -%}
+      {%- do lines.append('  execute ' ~ lit('drop function if exists ' ~ ctx['schema'] ~ '.' ~ changefeed._postgres_ident(names[kind]) ~ '()') ~ ';') -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {{ return(lines | join('\n')) }}
+{% endmacro %}
+
+
+{#- The statements (PL/pgSQL) that create the missing capture triggers and, with
+    `repair`, enable disabled ones (capture: trigger), or drop them (capture: none).
+    Setup repairs; the event trigger only creates (a trigger disabled on purpose stays
+    disabled, and reads report it, CF011). -#}
+{% macro _postgres_sql_capture_triggers(ctx, repair) %}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set names = ctx['capture_names'] -%}
   {%- set events = {
       'capture_insert': 'after insert on ' ~ ctx['q_source'] ~ ' referencing new table as cf_new',
       'capture_update': 'after update on ' ~ ctx['q_source'] ~ ' referencing old table as cf_old new table as cf_new',
@@ -382,17 +413,59 @@ $cf_seed$
     {%- if ctx['capture'] == 'trigger' -%}
       {%- do lines.append('  if not ' ~ exists ~ ' then\n    execute ' ~ lit('create trigger ' ~ name ~ ' ' ~ events[kind]
           ~ ' for each statement execute function ' ~ ctx['q']['capture'] ~ '()') ~ ';\n  end if;') -%}
-      {%- do lines.append('  if ' ~ exists[:-1] ~ " and t.tgenabled = 'D') then\n    execute "
-          ~ lit('alter table ' ~ ctx['q_source'] ~ ' enable trigger ' ~ name) ~ ';\n  end if;') -%}
+      {%- if repair -%}
+        {%- do lines.append('  if ' ~ exists[:-1] ~ " and t.tgenabled = 'D') then\n    execute "
+            ~ lit('alter table ' ~ ctx['q_source'] ~ ' enable trigger ' ~ name) ~ ';\n  end if;') -%}
+      {%- endif -%}
     {%- else -%}
       {%- do lines.append('  if ' ~ exists ~ ' then\n    execute ' ~ lit('drop trigger ' ~ name ~ ' on ' ~ ctx['q_source']) ~ ';\n  end if;') -%}
     {%- endif -%}
   {%- endfor -%}
-  {#- mode none is teardown, which drops the function with the other routines. -#}
-  {%- if ctx['capture'] != 'trigger' and ctx['mode'] == 'outbox' -%}
-    {%- do lines.append('  execute ' ~ lit('drop function if exists ' ~ ctx['schema'] ~ '.' ~ changefeed._postgres_ident(names['capture']) ~ '()') ~ ';') -%}
-  {%- endif -%}
   {{ return(lines | join('\n')) }}
+{% endmacro %}
+
+
+{#- The commands after which the event trigger looks at the source table: those that
+    create a table under its name (also by renaming one to it). -#}
+{% macro _postgres_recapture_tags() %}
+  {{ return("'CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'ALTER TABLE'") }}
+{% endmacro %}
+
+
+{#- recapture:<feed>, the function of the event trigger of capture: trigger (protocol 5.1):
+    at the end of a command that created or altered the source table, in the command's
+    transaction, it creates the capture triggers the table lacks, so a source table
+    re-created empty without setup is captured before any write to it commits. A table
+    that lacks them and holds rows (created by CREATE TABLE AS or SELECT INTO, renamed
+    into place, or one whose triggers were dropped) has rows no event records: the
+    command is refused (CF011) instead. security definer: the user who re-creates the
+    table need not be allowed to create triggers that call the capture function. -#}
+{% macro _postgres_routine_recapture(ctx) %}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set relation_arg = changefeed._postgres_relation_arg(ctx['spec']) -%}
+  {%- set body -%}
+declare
+  v_source regclass := pg_catalog.to_regclass({{ ctx['lit_source'] }});
+begin
+  if v_source is null
+     or not exists (select 1 from pg_catalog.pg_event_trigger_ddl_commands() as c where c.objid = v_source)
+     or (select pg_catalog.count(*) from pg_catalog.pg_trigger as t
+          where t.tgrelid = v_source
+            and t.tgname = any (array[{{ changefeed._postgres_capture_trigger_literals(ctx) }}]::name[])) = 4 then
+    return;
+  end if;
+  if exists (select 1 from {{ ctx['q_source'] }} limit 1) then
+    raise exception using errcode = 'CF011',
+      message = 'changefeed: the source table ' || {{ ctx['lit_source'] }} || ' of the feed ' || {{ ctx['lit_feed'] }}
+        || ' (capture: trigger) would hold rows that no event records: it is being created with rows (CREATE'
+        || ' TABLE AS, SELECT INTO, a table renamed into its place, a dbt --full-refresh or rebuild of its model)'
+        || ' or its capture triggers were dropped; this command is refused and rolled back',
+      hint = {{ lit("A dbt model with a feed: never full-refresh it (set full_refresh: false on the model); if its table is gone, tear the feed down (dbt run-operation changefeed.teardown_feed --args '{relation: " ~ relation_arg ~ "}'), run the model again and full-refresh its consumers. Any other table: create it empty, then insert its rows (each becomes an event). Triggers dropped: run `dbt run-operation changefeed.setup_feed` with the feed's config and re-emit the changes made meanwhile.") }};
+  end if;
+{{ changefeed._postgres_sql_capture_triggers(ctx, false) }}
+end
+  {%- endset -%}
+  {{ return(changefeed._postgres_definer_function(ctx['q']['recapture'], 'event_trigger', body)) }}
 {% endmacro %}
 
 

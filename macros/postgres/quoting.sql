@@ -38,6 +38,19 @@
 {% endmacro %}
 
 
+{#- A plpgsql function without arguments that runs with its owner's rights and a fixed
+    search_path (a trigger's or an event trigger's function: `returns` is `trigger` or
+    `event_trigger`). -#}
+{% macro _postgres_definer_function(q_name, returns, body) %}
+  {{ return('create or replace function ' ~ q_name ~ '()
+returns ' ~ returns ~ '
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as ' ~ changefeed._postgres_dollar_quote(body)) }}
+{% endmacro %}
+
+
 {#- How to name the feed's table in a `dbt run-operation ... --args` example: schema.table
     when both parts are plain identifiers, else the {schema, table} mapping. -#}
 {% macro _postgres_relation_arg(spec) %}

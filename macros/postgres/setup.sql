@@ -49,12 +49,17 @@
   {%- if unchanged -%}
     {%- do repairs.extend(changefeed._postgres_constraints_missing(ctx)) -%}
   {%- endif -%}
+  {%- if unchanged and changefeed._postgres_recapture_missing(ctx) -%}
+    {%- do repairs.append("created the event trigger that captures " ~ ctx['q_source']
+                          ~ " again when it is re-created without setup") -%}
+  {%- endif -%}
   {%- if unchanged and changefeed._postgres_capture_needs_repair(ctx) -%}
     {%- do repairs.append("re-created the capture function and triggers on " ~ ctx['q_source']
                           ~ " (the table was rebuilt or altered, or they were dropped or disabled)") -%}
   {%- endif -%}
   {%- if unchanged and not repairs -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ " is already set up (" ~ spec['mode'] ~ "); nothing to do", info=true) -%}
+    {%- do changefeed._postgres_log_missing_recapture(spec, ctx) -%}
     {{ return('unchanged') }}
   {%- endif -%}
   {%- if unchanged and spec.get('model') is not none -%}
@@ -66,6 +71,7 @@
   {%- endif -%}
   {%- if unchanged -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": " ~ repairs | join('; '), info=true) -%}
+    {%- do changefeed._postgres_log_missing_recapture(spec, ctx) -%}
     {{ return('repaired') }}
   {%- endif -%}
   {%- set action = 'created' if row is none else 'updated' -%}
@@ -78,7 +84,40 @@
         and run_query('select 1 from ' ~ ctx['q_source'] ~ ' limit 1').rows | length > 0 -%}
     {%- do log(changefeed._feed_existing_rows_hint(spec), info=true) -%}
   {%- endif -%}
+  {%- do changefeed._postgres_log_missing_recapture(spec, ctx) -%}
   {{ return(action) }}
+{% endmacro %}
+
+
+{#- capture: trigger whose event trigger (or its function) is missing, and a superuser
+    to create it: a feed set up before it existed, or by another role. -#}
+{% macro _postgres_recapture_missing(ctx) %}
+  {%- if ctx['capture'] != 'trigger' -%}
+    {{ return(false) }}
+  {%- endif -%}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set found = run_query('select (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user)'
+      ~ ' and not (exists (select 1 from pg_catalog.pg_event_trigger where evtname = '
+      ~ lit(ctx['capture_names']['recapture_trigger']) ~ ') and pg_catalog.to_regprocedure('
+      ~ lit(ctx['q']['recapture'] ~ '()') ~ ') is not null)').rows[0][0] -%}
+  {{ return(found is sameas true) }}
+{% endmacro %}
+
+
+{#- capture: trigger set up by a role that is not a superuser: setup could not create the
+    event trigger that captures a re-created source table (protocol 5.1); say so. -#}
+{% macro _postgres_log_missing_recapture(spec, ctx) %}
+  {%- if ctx['capture'] != 'trigger' -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set found = run_query('select current_user, exists (select 1 from pg_catalog.pg_event_trigger where evtname = '
+      ~ changefeed._postgres_literal(ctx['capture_names']['recapture_trigger']) ~ ')').rows[0] -%}
+  {%- if not found[1] -%}
+    {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": no event trigger captures its source table when it is"
+        ~ " re-created without setup, because " ~ found[0] ~ " is not a superuser (PostgreSQL's event triggers"
+        ~ " need one); run setup_feed as a superuser, or run it again after every re-creation of the table"
+        ~ " (until then reads fail with CF011 and the writes in between have no events)", info=true) -%}
+  {%- endif -%}
 {% endmacro %}
 
 
@@ -231,7 +270,9 @@ end
     {{ return([]) }}
   {%- endif -%}
   {{ return([changefeed._postgres_routine_capture(ctx),
-             'revoke all on function ' ~ ctx['q']['capture'] ~ ' from public']) }}
+             'revoke all on function ' ~ ctx['q']['capture'] ~ ' from public',
+             changefeed._postgres_routine_recapture(ctx),
+             'revoke all on function ' ~ ctx['q']['recapture'] ~ ' from public']) }}
 {% endmacro %}
 
 
@@ -256,7 +297,7 @@ end
     {%- do kinds.append(('move_outbox', 'procedure')) -%}
   {%- endif -%}
   {%- if mode is none or capture == 'trigger' -%}
-    {%- do kinds.append(('capture', 'function')) -%}
+    {%- do kinds.extend([('capture', 'function'), ('recapture', 'function')]) -%}
   {%- endif -%}
   {{ return(kinds) }}
 {% endmacro %}

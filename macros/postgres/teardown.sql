@@ -58,7 +58,9 @@
   {%- endfor -%}
   {%- set capture_ctx = {'mode': none, 'capture': 'none', 'capture_names': capture_names,
                          'q_source': ctx['q_source'], 'lit_source': ctx['lit_source']} -%}
-  {%- do q.update({'capture': ctx['schema'] ~ '.' ~ changefeed._postgres_ident(capture_names['capture'])}) -%}
+  {%- for kind in ['capture', 'recapture'] -%}
+    {%- do q.update({kind: ctx['schema'] ~ '.' ~ changefeed._postgres_ident(capture_names[kind])}) -%}
+  {%- endfor -%}
   {%- set registry = ctx['schema'] ~ '.feeds' -%}
   {%- set lit = changefeed._postgres_literal -%}
   {%- set statements = changefeed._postgres_drop_routine_statements(drop_ctx) -%}

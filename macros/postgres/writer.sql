@@ -472,12 +472,7 @@ begin
   return null;
 end
   {%- endset -%}
-  {{ return('create or replace function ' ~ q['guard'] ~ '()
-returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, pg_temp
-as ' ~ changefeed._postgres_dollar_quote(body)) }}
+  {{ return(changefeed._postgres_definer_function(q['guard'], 'trigger', body)) }}
 {% endmacro %}
 
 
