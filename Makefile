@@ -18,6 +18,7 @@ java:
 	@scripts/check_java.sh
 
 $(STAMP): pyproject.toml
+	@echo "changefeed: installing changefeed, dbt and PySpark into $(VENV) (a few minutes the first time; again only when pyproject.toml changes)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# uv (from PyPI) resolves and installs the same pins several times faster than pip.
 	$(BIN)/python -m pip install --quiet 'uv>=0.5'
@@ -27,6 +28,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[spark,postgres,sqlserver,dbt,dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
+	@echo "changefeed: $(VENV) is ready"
 
 venv: $(STAMP)
 
@@ -37,6 +39,7 @@ JARS ?= .jars
 JARS_STAMP := $(JARS)/.fetched-$(shell cksum jars/pom.xml | cut -d' ' -f1)
 
 $(JARS_STAMP): jars/pom.xml
+	@echo "changefeed: fetching the Delta Lake, Iceberg and PostgreSQL JDBC jars with Maven into $(JARS) (a minute or two the first time; again only when jars/pom.xml changes)"
 	@rm -rf $(JARS)
 	mvn -q -f jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true -DoutputDirectory=$(abspath $(JARS))
 	@touch $@
