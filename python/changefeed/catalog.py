@@ -11,6 +11,7 @@ so the one file is the one place the catalog is configured.
     <dir>/warehouse/            the tables' files (unless --warehouse names another)
     <dir>/conf/spark-defaults.conf
     <dir>/conf/spark-env.sh     starts a stopped server before any Spark driver starts
+    <dir>/conf/log4j2.properties  Spark's warnings, without the routine ones
     <dir>/catalog.json          port and warehouse, read back by later commands
 
 :func:`init` is idempotent: it creates what is missing and starts the server if it is
@@ -46,6 +47,21 @@ CONF_FILE = "spark-defaults.conf"
 #: Sourced by Spark's launcher (bin/load-spark-env.sh) from SPARK_CONF_DIR before it
 #: starts a driver JVM: the one hook that also runs for dbt-spark's ``method: session``.
 ENV_FILE = "spark-env.sh"
+#: Spark's logging for every process on the catalog (read from SPARK_CONF_DIR, which
+#: Spark's launcher puts first on the class path).
+LOG_FILE = "log4j2.properties"
+#: Loggers whose warnings are routine on a local shared catalog, each with what it says
+#: on every clean run: a table's location that does not exist yet (with a stack trace),
+#: the metastore's schema version, Hive's settings, Hadoop's native libraries.
+QUIET_LOGGERS = {
+    "filestreamsink": "org.apache.spark.sql.execution.streaming.sinks.FileStreamSink",
+    "hadoopfsutils": "org.apache.spark.util.HadoopFSUtils",
+    "objectstore": "org.apache.hadoop.hive.metastore.ObjectStore",
+    "hivelog": "hive.log",
+    "hiveconf": "org.apache.hadoop.hive.conf.HiveConf",
+    "sessionstate": "org.apache.hadoop.hive.ql.session.SessionState",
+    "nativecodeloader": "org.apache.hadoop.util.NativeCodeLoader",
+}
 METASTORE_DB = "metastore"
 HOST = "127.0.0.1"
 #: A table of our own in the metastore database, created once every Hive table is.
@@ -164,10 +180,31 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
             "# (SPARK_CONF_DIR) shares one catalog. Run the command again to rewrite it.\n" + conf
         )
         (catalog.conf_dir / ENV_FILE).write_text(launcher_script(catalog))
+        (catalog.conf_dir / LOG_FILE).write_text(logging_properties())
     with schema_lock(catalog):
         if not schema_ready(catalog):
             _create_schema(catalog)
     return catalog
+
+
+def logging_properties() -> str:
+    """The catalog's ``log4j2.properties``: Spark's warnings and errors on standard error,
+    as Spark's own default for a shell, without the routine ones of :data:`QUIET_LOGGERS`
+    (a clean ``dbt run`` printed some 340 lines of stack traces from them)."""
+    lines = [
+        "# Written by `changefeed catalog init`: the logging of every Spark process on this",
+        "# catalog. Run the command again to rewrite it.",
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.stderr.ref = console",
+        "appender.console.type = Console",
+        "appender.console.name = console",
+        "appender.console.target = SYSTEM_ERR",
+        "appender.console.layout.type = PatternLayout",
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex",
+    ]
+    for key, name in QUIET_LOGGERS.items():
+        lines += [f"logger.{key}.name = {name}", f"logger.{key}.level = error"]
+    return "\n".join(lines) + "\n"
 
 
 def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
@@ -186,6 +223,9 @@ def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
         "# Written by `changefeed catalog init`; Spark's launcher sources it from\n"
         "# SPARK_CONF_DIR before it starts a driver. It starts the shared catalog's server\n"
         "# when it is stopped (after a reboot). Run the command again to rewrite it.\n"
+        "# A local catalog's drivers listen on the loopback (else Spark warns on every start\n"
+        "# that the host name resolves to it).\n"
+        'SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"\n'
         f"if ! (exec 3<>/dev/tcp/{HOST}/{catalog.port}) 2>/dev/null; then\n"
         f"  echo {shlex.quote(starting)} >&2\n"
         f"  if ! {shlex.quote(python)} -m changefeed.cli catalog init --dir {directory} "
