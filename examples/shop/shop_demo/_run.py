@@ -194,7 +194,8 @@ class Demo:
                 f"(changefeed land --continuous --interval {INTERVAL:g} --poll {POLL:g})"
             )
             say(
-                f"load: {self.options.writers} writers, ~{self.options.rate:g} transactions/s "
+                f"load: {self.options.writers} writers, up to {self.options.rate:g} transactions/s "
+                f"(fewer while long transactions hold shard locks) "
                 f"on {self.options.shards} shards for {self.options.duration:g} s; dbt every "
                 f"{self.options.cycle:g} s"
             )
@@ -423,7 +424,8 @@ class Demo:
         txns = load["transactions"]
         lines.append(
             f"throughput: {totals['written'] / load_seconds:,.1f} events/s written "
-            f"({txns:,} transactions in {load_seconds:.0f} s, {txns / load_seconds:.1f}/s; "
+            f"({txns:,} transactions in {load_seconds:.0f} s, {txns / load_seconds:.1f}/s "
+            f"of the {self.options.rate:g}/s asked for; "
             f"{load['rolled_back']} rolled back, {load['long']} long); "
             f"{len(self.metrics.landings)} batches landed continuously, "
             f"{len(self.metrics.dbt_runs)} dbt runs"
