@@ -265,3 +265,11 @@ def test_adapter_macro_folders_match_and_stay_small() -> None:
     assert len(postgres) <= 15, f"{len(postgres)} files per adapter: at most 15 ({postgres})"
     contributing = (REPO / "docs" / "contributing.md").read_text()
     assert [n for n in postgres if f"| `{n}` |" not in contributing] == [], "map them all"
+
+
+def test_every_spark_macro_file_is_on_the_contributors_map() -> None:
+    files = sorted(p.name for p in (REPO / "macros" / "spark").glob("*.sql"))
+    contributing = (REPO / "docs" / "contributing.md").read_text()
+    start = contributing.index("### `macros/spark/`")
+    section = contributing[start : contributing.index("\n## ", start)]
+    assert [n for n in files if f"`{n}`" not in section] == [], "map them all"
