@@ -54,6 +54,8 @@ RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has
 REGISTRY: dict[str, str] = {
     "getting-started-layout": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-install": f"{GETTING_STARTED}::test_install_names_the_make_targets_and_the_venv",  # noqa: E501
+    "getting-started-env": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
+    "getting-started-database": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-table": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-pg-profiles": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-pg-project": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",

@@ -1,8 +1,9 @@
 """docs/getting-started.md, followed as a new user would: two dbt projects in a temporary
 folder outside this repository, built from the page's own blocks, its commands run as
-written (with the environment the page tells the reader to set), twice, with new writes in
-between; then every event is in the consumer exactly once and the current-state model
-equals the application's table.
+written in terminals whose environment is cleared of everything the page does not set
+(the page's env.sh sourced in each), twice, with new writes in between; then every event
+is in the consumer exactly once and the current-state model equals the application's
+table.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ from tests.support.spark_source import feed_rows
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 
 #: Reads the two models through the shared catalog (SPARK_CONF_DIR), as JSON.
 DUMP = """
@@ -63,12 +62,44 @@ def shell(root: Path, text: str, env: dict[str, str]) -> str:
 
 
 def shell_run(root: Path, text: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``text`` in a new terminal in ``root``: bash with ``env`` (the cleared environment)
+    and the page's ``env.sh`` sourced first, as the page tells the reader to."""
     done = subprocess.run(
-        ["bash", "-eo", "pipefail", "-c", text], cwd=root, env=env,
+        ["bash", "-eo", "pipefail", "-c", f". ./env.sh\n{text}"], cwd=root, env=env,
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, f"{text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
+
+
+def terminal_environment() -> dict[str, str]:
+    """A new terminal's environment: the system's PATH, HOME and a locale, and nothing
+    the page does not set. Three settings of the test machine stay, none of which the
+    page's commands need: JAVA_HOME where the machine sets it, the test JVMs' options
+    (SPARK_SUBMIT_OPTS: speed only, docs/testing.md) and dbt's usage statistics off (no
+    network here)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+           "LANG": "C.UTF-8", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}  # fmt: skip
+    for name in ("JAVA_HOME", "SPARK_SUBMIT_OPTS"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def env_file(shop: str) -> str:
+    """The page's env.sh with this server's values: its socket directory for localhost,
+    and the database's URI (the socket's form of it)."""
+    text = sample("getting-started-env")
+    socket_dir = re.search(r"host=([^&]+)", shop)
+    assert socket_dir
+    lines = text.splitlines()
+    assert lines[1] == ". changefeed/.venv/bin/activate", lines
+    host = "export PGHOST=localhost PGPORT=5432 PGUSER=postgres PGPASSWORD=postgres"
+    uri = "export CHANGEFEED_CONNECTION=postgresql://postgres:postgres@localhost:5432/shop"
+    assert lines[2:4] == [host, uri], lines
+    lines[2] = host.replace("localhost", socket_dir.group(1))
+    lines[3] = f"export CHANGEFEED_CONNECTION='{shop}'"
+    return "\n".join(lines) + "\n"
 
 
 def assert_quiet(done: subprocess.CompletedProcess[str]) -> None:
@@ -85,10 +116,10 @@ def assert_quiet(done: subprocess.CompletedProcess[str]) -> None:
 
 @pytest.fixture(scope="module")
 def shop(pg_server: Any, pg_uri: str) -> str:
-    """The database ``shop`` of the page, on the embedded server."""
+    """The URI of the page's database ``shop`` on the embedded server, which the page's
+    own block creates (a database of an earlier run is dropped first)."""
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute("drop database if exists shop with (force)")
-        conn.execute("create database shop")
     return re.sub(r"/postgres\?", "/shop?", pg_uri, count=1)
 
 
@@ -104,26 +135,16 @@ def test_install_names_the_make_targets_and_the_venv() -> None:
 
 @pytest.mark.timeout(1800)  # six Spark processes one after the other (about 3 min quiet)
 def test_the_page_end_to_end_twice(
-    shop: str, pg_server: Any, tmp_path_factory: pytest.TempPathFactory
+    shop: str, pg_uri: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     root = tmp_path_factory.mktemp("getting-started")
     assert REPO not in root.parents  # outside the repository, as a user's projects are
     (root / "changefeed").symlink_to(REPO)
-    socket_dir = re.search(r"host=([^&]+)", shop)
-    assert socket_dir
-    env = {
-        **os.environ,
-        # `. changefeed/.venv/bin/activate`: the venv's commands first
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "VIRTUAL_ENV": str(BIN.parent),
-        "PYTHONPATH": str(REPO / "python"),
-        "PGHOST": socket_dir.group(1),
-        "PGUSER": "postgres",
-        "CHANGEFEED_CONNECTION": shop,
-        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-    }
-    env.pop("SPARK_CONF_DIR", None)
+    env = terminal_environment()
+    write_file(root, env_file(shop))
 
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(sample("getting-started-database"))
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute(sample("getting-started-table"))
     for block in (
@@ -141,18 +162,18 @@ def test_the_page_end_to_end_twice(
         (root / project / "packages.yml").write_text(packages)
     layout = sample("getting-started-layout")
     for line in layout.splitlines()[1:]:
-        assert (root / line.split()[0]).is_dir(), line
+        name = line.split()[0]
+        assert (root / name).is_dir() if name.endswith("/") else (root / name).is_file(), line
 
     shell(root, sample("getting-started-setup"), env)
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute(sample("getting-started-writes"))
 
-    catalog = sample("getting-started-catalog")
-    shell(root, catalog, env)
-    # The export of the catalog block, for the later blocks (each runs in a shell of its own).
+    catalog = shell(root, sample("getting-started-catalog"), env)
+    # The catalog the page's env.sh names is the one the command set up.
     conf_dir = root / ".changefeed" / "catalog" / "conf"
-    assert f"export SPARK_CONF_DIR=$PWD/{conf_dir.relative_to(root)}" in catalog
-    env["SPARK_CONF_DIR"] = str(conf_dir)
+    assert f"export SPARK_CONF_DIR={conf_dir}" in catalog, catalog
+    assert "export SPARK_CONF_DIR=$PWD/.changefeed/catalog/conf" in sample("getting-started-env")
     try:
         landed = shell(root, sample("getting-started-land"), env)
         assert "landing.shop_orders: batch 1, 3 events" in landed, landed
