@@ -357,6 +357,12 @@ def test_changing_capture_and_shard_is_applied_in_place(
     assert len(triggers(admin, "cf_capture", "items")) == 4
     assert shards_of("insert into cf_capture.items values ('e', 2)") == [2]
 
+    guard = (
+        "select count(*) from pg_event_trigger "
+        "where evtname = 'recapture_trigger:changefeed.cf_capture.items'"
+    )
+    assert admin.execute(guard).fetchone() == (1,)  # the guard of a capture: trigger feed
+
     # Back to capture: none only when said: left out, the setup refuses and keeps them.
     with pytest.raises(DbtError, match="would drop what its arguments leave out"):
         setup_feed(dbt, "cf_capture", "items", "outbox")
@@ -364,8 +370,10 @@ def test_changing_capture_and_shard_is_applied_in_place(
     setup_feed(dbt, "cf_capture", "items", "outbox", capture="none")
     assert triggers(admin, "cf_capture", "items") == {}
     assert admin.execute(
-        "select count(*) from pg_proc where proname = 'capture:cf_capture.items'"
+        "select count(*) from pg_proc where proname in "
+        "('capture:cf_capture.items', 'recapture:cf_capture.items')"
     ).fetchone() == (0,)
+    assert admin.execute(guard).fetchone() == (0,)
     assert shards_of("insert into cf_capture.items values ('f', 2)") == []
     assert "capture" not in registry_row(admin, "cf_capture.items")["options"]  # type: ignore[index]
     teardown_feed(dbt, "cf_capture", "items")
