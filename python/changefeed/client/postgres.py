@@ -334,7 +334,7 @@ class PostgresFeed(FeedClient):
         )
         return int(rows[0][0]), None if rows[0][1] is None else bytes(rows[0][1])
 
-    # -- registry ------------------------------------------------------------------------
+    # -- blocking mode -------------------------------------------------------------------
 
     def ulid_sql(self, conn: Any) -> str:
         """The SQL expression for the next ULID of the connection's write (blocking mode).
@@ -345,8 +345,6 @@ class PostgresFeed(FeedClient):
         info = self._require(conn, "blocking", "ulid_sql")
         sequence = quote_pg_literal(info.q("sequence"))
         return f"{info.q('ulid')}(pg_catalog.nextval({sequence}::pg_catalog.regclass))"
-
-    # -- blocking mode -------------------------------------------------------------------
 
     @contextmanager
     def write(self, conn: Any, shard: int, time_hint: datetime | None = None) -> Iterator[Write]:

@@ -695,6 +695,8 @@ class SqlServerFeed(FeedClient):
         after, upto = _checks.ulid(after, "after"), _checks.ulid(upto, "upto")
         return unread(conn, self.info(conn), shard, after, upto)
 
+    # -- blocking mode -------------------------------------------------------------------
+
     def ulid_sql(self, conn: Any) -> str:
         """The T-SQL expression for the next ULID of the connection's write (blocking mode).
 
@@ -703,8 +705,6 @@ class SqlServerFeed(FeedClient):
         """
         info = self._require(conn, "blocking", "ulid_sql")
         return f"{_object(info, 'ulid')}(next value for {_object(info, 'sequence')})"
-
-    # -- blocking mode -------------------------------------------------------------------
 
     @contextmanager
     def write(
