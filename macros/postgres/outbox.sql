@@ -451,7 +451,8 @@ begin
      or not exists (select 1 from pg_catalog.pg_event_trigger_ddl_commands() as c where c.objid = v_source)
      or (select pg_catalog.count(*) from pg_catalog.pg_trigger as t
           where t.tgrelid = v_source
-            and t.tgname = any (array[{{ changefeed._postgres_capture_trigger_literals(ctx) }}]::name[])) = 4 then
+            and t.tgname = any (array[{{ changefeed._postgres_capture_trigger_literals(ctx) }}]::name[]))
+        = {{ changefeed._postgres_capture_trigger_kinds() | length }} then
     return;
   end if;
   if exists (select 1 from {{ ctx['q_source'] }} limit 1) then

@@ -89,32 +89,41 @@
 {% endmacro %}
 
 
-{#- capture: trigger whose event trigger (or its function) is missing, and a superuser
-    to create it: a feed set up before it existed, or by another role. -#}
+{#- capture: trigger's guard against a re-created source (protocol 5.1), as setup sees it:
+    the current role, whether it is a superuser (event triggers need one) and whether the
+    event trigger and its function both exist. -#}
+{% macro _postgres_recapture_state(ctx) %}
+  {%- set lit = changefeed._postgres_literal -%}
+  {%- set row = run_query('select current_user,'
+      ~ ' (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user),'
+      ~ ' exists (select 1 from pg_catalog.pg_event_trigger where evtname = '
+      ~ lit(ctx['capture_names']['recapture_trigger']) ~ ') and pg_catalog.to_regprocedure('
+      ~ lit(ctx['q']['recapture'] ~ '()') ~ ') is not null').rows[0] -%}
+  {{ return({'user': row[0], 'superuser': row[1] is sameas true, 'guarded': row[2] is sameas true}) }}
+{% endmacro %}
+
+
+{#- capture: trigger whose guard is missing, and a superuser to create it: a feed set up
+    before the guard existed, or by another role. -#}
 {% macro _postgres_recapture_missing(ctx) %}
   {%- if ctx['capture'] != 'trigger' -%}
     {{ return(false) }}
   {%- endif -%}
-  {%- set lit = changefeed._postgres_literal -%}
-  {%- set found = run_query('select (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user)'
-      ~ ' and not (exists (select 1 from pg_catalog.pg_event_trigger where evtname = '
-      ~ lit(ctx['capture_names']['recapture_trigger']) ~ ') and pg_catalog.to_regprocedure('
-      ~ lit(ctx['q']['recapture'] ~ '()') ~ ') is not null)').rows[0][0] -%}
-  {{ return(found is sameas true) }}
+  {%- set state = changefeed._postgres_recapture_state(ctx) -%}
+  {{ return(state['superuser'] and not state['guarded']) }}
 {% endmacro %}
 
 
 {#- capture: trigger set up by a role that is not a superuser: setup could not create the
-    event trigger that captures a re-created source table (protocol 5.1); say so. -#}
+    guard; say so. -#}
 {% macro _postgres_log_missing_recapture(spec, ctx) %}
   {%- if ctx['capture'] != 'trigger' -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set found = run_query('select current_user, exists (select 1 from pg_catalog.pg_event_trigger where evtname = '
-      ~ changefeed._postgres_literal(ctx['capture_names']['recapture_trigger']) ~ ')').rows[0] -%}
-  {%- if not found[1] -%}
+  {%- set state = changefeed._postgres_recapture_state(ctx) -%}
+  {%- if not state['guarded'] -%}
     {%- do log("changefeed: feed " ~ spec['feed_id'] ~ ": no event trigger captures its source table when it is"
-        ~ " re-created without setup, because " ~ found[0] ~ " is not a superuser (PostgreSQL's event triggers"
+        ~ " re-created without setup, because " ~ state['user'] ~ " is not a superuser (PostgreSQL's event triggers"
         ~ " need one); run setup_feed as a superuser, or run it again after every re-creation of the table"
         ~ " (until then reads fail with CF011 and the writes in between have no events)", info=true) -%}
   {%- endif -%}
