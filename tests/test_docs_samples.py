@@ -1131,6 +1131,9 @@ def test_others_spark_guide_models(spark: Any, tmp_path: Path) -> None:
 OTHERS.update({("docs/spark.md", digest): "tests/test_spark_scd.py::project"
                for digest in ("dfee432117a3", "a84aa2979dd1")})  # fmt: skip
 
+#: docs/spark.md's model without tombstones, the Delta current state of the deletes tests.
+OTHERS[("docs/spark.md", "7d04dba9998f")] = "tests/test_spark_state_deletes.py::write_model"
+
 #: docs/spark.md's re-processing command: its --vars are the range the re-processing tests run.
 OTHERS[("docs/spark.md", "333f61cf54c9")] = "tests/test_spark_reprocess.py::documented_range"
 

@@ -109,6 +109,8 @@ BAD_MODELS = {
                        "max_layers must be a whole number from 2 to 1000"),
     "stray_max_layers": ("unique_key='order_id', max_layers=4", EVENT,
                          "max_layers is a setting of parquet_layout='layers'"),
+    "bad_deletes": ("unique_key='order_id', deletes='purge'", EVENT,
+                    "deletes must be one of tombstone, remove (got purge)"),
     # the layered state of the scenario, configured without the layout
     "layout_switch": (f"unique_key='order_id', alias='{LAYERED}', buckets=4", EVENT,
                       "was built with parquet_layout='layers' (a view over its layers) and is"

@@ -28,19 +28,6 @@
 {% endmacro %}
 
 
-{#- 'view', 'table' or none: what the catalog holds under the model's name. Views are
-    looked for on parquet only: the layers are in Spark's own catalog, and a table
-    format's catalog (Iceberg's, for one) need not support SHOW VIEWS. -#}
-{% macro _spark_scd_relation_kind(relation, file_format) %}
-  {%- set like = " in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'" -%}
-  {%- if file_format == 'parquet' and run_query('show views' ~ like).rows | length > 0 -%}
-    {{ return('view') }}
-  {%- endif -%}
-  {%- if run_query('show tables' ~ like).rows | length > 0 -%}{{ return('table') }}{%- endif -%}
-  {{ return(none) }}
-{% endmacro %}
-
-
 {#- The view's select: layers from `base` up, resolved. Base rows no delta row beats, then
     the deltas' winners no base row beats: the base is scanned without a shuffle, and the
     window function runs over the delta layers only. -#}

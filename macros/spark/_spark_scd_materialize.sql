@@ -4,27 +4,30 @@
   is the run's window of feed events (feed_events(feed, this): literal bounds, read before
   this runs); the phases below apply it and then commit the cursor. Validation is in
   _spark_scd_rules.sql, the statements in _spark_scd_sql.sql, the cursor in
-  _spark_scd_cursor.sql.
+  _spark_scd_cursor.sql, the relations the model consists of (its shape) in
+  _spark_scd_shape.sql.
 -#}
 {% macro _spark_scd_materialize(materialization) %}
   {#-- 1. Validate, before any statement --#}
   {%- set rules = changefeed._spark_scd_rules(materialization) -%}
   {%- set file_format = rules.file_format -%}
-  {%- set target = this.incorporate(type='table') -%}
-  {%- set cursor = changefeed._spark_scd_cursor_relation(target) -%}
+  {#-- target: where the state lives (_spark_scd_shape.sql); the cursor is the model's --#}
+  {%- set target = changefeed._spark_scd_state_relation(rules) -%}
+  {%- set cursor = changefeed._spark_scd_cursor_relation(this.incorporate(type='table')) -%}
   {%- set staged = (this.identifier ~ '__changefeed_events') | lower -%}
   {%- set full_refresh = should_full_refresh() -%}
   {%- if file_format == 'parquet' -%}
     {%- do changefeed._spark_check_partition_management(materialization) -%}
   {%- endif -%}
   {%- set layered = rules.layout == 'layers' -%}
-  {%- set kind = changefeed._spark_scd_relation_kind(this, file_format) -%}
-  {%- if kind is not none and kind != ('view' if layered else 'table') and not full_refresh -%}
-    {{ exceptions.raise_compiler_error(
-        "changefeed: model '" ~ model.name ~ "' was built "
-        ~ ("with parquet_layout='layers' (a view over its layers)" if kind == 'view' else "as a table")
-        ~ " and is now configured " ~ ("with parquet_layout='layers'" if layered else "to be a table")
-        ~ "; set parquet_layout back or rebuild with dbt run --full-refresh") }}
+  {%- set removed = rules.deletes == 'remove' -%}
+  {%- if removed -%}
+    {%- do changefeed._spark_scd_check_views(materialization) -%}
+  {%- endif -%}
+  {%- set state_name = changefeed._spark_scd_removed_state() -%}
+  {%- set built = changefeed._spark_scd_built_shape(state_name) -%}
+  {%- if not full_refresh -%}
+    {%- do changefeed._spark_scd_check_shape(changefeed._spark_scd_wanted_shape(rules), built) -%}
   {%- endif -%}
   {%- set committed = none if full_refresh else changefeed._spark_scd_cursor_row(cursor, file_format) -%}
   {#-- changefeed_reprocess: rebuild the keys of a range instead of applying new events --#}
@@ -59,7 +62,7 @@
     {%- do changefeed._spark_scd_reprocess_apply(materialization, rules, target, staged, columns, delete_when, range) -%}
     {%- do run_query('drop view if exists ' ~ staged) -%}
     {{ run_hooks(post_hooks) }}
-    {{ return({'relations': [this.incorporate(type='view') if layered else target]}) }}
+    {{ return({'relations': [this.incorporate(type='view') if layered or removed else target]}) }}
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
       materialization, staged, columns, rules.key_columns, delete_when, rules.buckets, rules.versions) -%}
@@ -71,27 +74,38 @@
   {%- set events, feed_batch = window[0] | int, window[1] -%}
   {%- set touched = (window[2] | string).split(',') if events > 0 else [] -%}
 
-  {#-- 3. Full refresh: drop the cursor before the state, so a kill in between only re-reads --#}
+  {#-- 3. Full refresh: drop the cursor before the state, so a kill in between only re-reads;
+      then every relation of the shape the model was built in --#}
   {%- if full_refresh -%}
     {%- do run_query('drop table if exists ' ~ cursor) -%}
-    {%- if kind == 'view' -%}
-      {%- do run_query('drop view if exists ' ~ target) -%}
-    {%- elif kind == 'table' -%}
-      {%- do run_query('drop table if exists ' ~ target) -%}
+    {%- if built in ['layers', 'remove', 'remove, layers'] -%}
+      {%- do run_query('drop view if exists ' ~ this.incorporate(type='view')) -%}
+    {%- elif built == 'table' -%}
+      {%- do run_query('drop table if exists ' ~ this.incorporate(type='table')) -%}
     {%- endif -%}
-    {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(target)) -%}
+    {%- if built == 'remove, layers' -%}
+      {%- do run_query('drop view if exists ' ~ state_name) -%}
+      {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(state_name)) -%}
+    {%- elif built == 'remove' -%}
+      {%- do run_query('drop table if exists ' ~ state_name) -%}
+    {%- elif built == 'layers' -%}
+      {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(this.incorporate(type='table'))) -%}
+    {%- endif -%}
   {%- endif -%}
 
   {#-- 4. A first write creates the empty state; every write is then the same guarded statement --#}
   {%- if layered -%}
     {#-- the view is gone after a full refresh (step 3) --#}
     {%- do changefeed._spark_scd_layers_create(target, new_rows, columns, rules.key_columns,
-        view_exists=(kind == 'view' and not full_refresh)) -%}
+        view_exists=(built is not none and not full_refresh)) -%}
   {%- elif run_query("show tables in " ~ target.schema ~ " like '" ~ target.identifier ~ "'").rows | length == 0 -%}
     {%- if file_format == 'parquet' and (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
       {%- do changefeed._spark_clear_orphan_location(target) -%}
     {%- endif -%}
     {%- do run_query(changefeed._spark_scd_create_sql(materialization, target, file_format, new_rows, columns)) -%}
+  {%- endif -%}
+  {%- if removed -%}
+    {%- do changefeed._spark_scd_point_visible_view(materialization, target, columns) -%}
   {%- endif -%}
 
   {#-- 5. Apply the window: parquet adds a layer, or rewrites the touched buckets into new
@@ -125,5 +139,5 @@
   {%- do run_query('uncache table if exists ' ~ staged) -%}
   {%- do run_query('drop view if exists ' ~ staged) -%}
   {{ run_hooks(post_hooks) }}
-  {{ return({'relations': [this.incorporate(type='view') if layered else target]}) }}
+  {{ return({'relations': [this.incorporate(type='view') if layered or removed else target]}) }}
 {% endmacro %}

@@ -6,7 +6,7 @@
     {'file_format': 'parquet' | 'delta' | 'iceberg', 'key_columns': [column, ...],
      'buckets': int, 'delete_when': SQL text or none, 'versions': 'batch' | 'event',
      'key_filter_limit': int, 'layout': 'rewrite' | 'layers' (parquet) or none,
-     'max_layers': int}
+     'max_layers': int, 'deletes': 'tombstone' | 'remove'}
 
   Every error names the model, the bad setting, the accepted values and a config that works.
 -#}
@@ -133,6 +133,19 @@
         ~ " unique_key=['order_id'], versions='event')") }}
   {%- endif -%}
 
+  {#- deletes: tombstone (default) keeps a deleted key as a row with changefeed_deleted =
+      true in the model; remove keeps the tombstones in the state table
+      <model>__changefeed_state and makes the model a view of the rows that are not
+      deleted (history: of the versions that are not deletes). -#}
+  {%- set deletes = config.get('deletes') -%}
+  {%- if deletes is not none and (deletes is not string or deletes not in ['tombstone', 'remove']) -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ ": deletes must be one of tombstone, remove (got " ~ (deletes | string) ~ "); remove"
+        ~ " leaves deleted keys out of the model, e.g. config(materialized='" ~ materialization
+        ~ "', unique_key=['order_id'], file_format='delta', deletes='remove')") }}
+  {%- endif -%}
+  {%- set deletes = deletes or 'tombstone' -%}
+
   {%- for owned in ['partition_by', 'incremental_strategy', 'location_root'] -%}
     {%- if config.get(owned) -%}
       {{ exceptions.raise_compiler_error(
@@ -144,7 +157,7 @@
   {{ return({'file_format': file_format, 'key_columns': keys, 'buckets': buckets | int,
              'delete_when': delete_when, 'versions': versions,
              'key_filter_limit': key_filter_limit | int, 'layout': layout,
-             'max_layers': max_layers | int}) }}
+             'max_layers': max_layers | int, 'deletes': deletes}) }}
 {% endmacro %}
 
 

@@ -323,6 +323,11 @@ class DbtHarness:
             raise DbtError(_failure_text(result, problems))
         return result
 
+    def reparse(self, target: str) -> None:
+        """Parse the project again at the next invocation for ``target`` (after a test
+        rewrote one of its files; the parsed manifest is otherwise reused)."""
+        self._manifests.pop(target, None)
+
     def _forget_inline_nodes(self, target: str) -> None:
         # `compile --inline` adds an `inline_query` node to the (cached) manifest and
         # removes it in after_run, which dbt skips when the compile raises while
