@@ -38,6 +38,11 @@ print(json.dumps({
     "events": rows("select shard_id, ulid, order_id, status, amount from analytics.order_events"),
     "current": rows("select order_id, payload.status, payload.amount, changefeed_deleted "
                     "from analytics.orders_current"),
+    "live": rows("select order_id, payload.status, payload.amount from analytics.orders_live"),
+    "history": rows("select order_id, payload.status, changefeed_deleted, valid_from, valid_to "
+                    "from iceberg.analytics.orders_history order by order_id, valid_from, ulid"),
+    "history_format": rows("show tblproperties iceberg.analytics.orders_history "
+                           "('format-version')"),
 }))
 """
 
@@ -155,6 +160,9 @@ def test_the_page_end_to_end_twice(
         sample("getting-started-sources"),
         sample("getting-started-events"),
         sample("getting-started-current"),
+        sample("getting-started-live"),
+        sample("getting-started-history"),
+        sample("getting-started-schema-macro"),
     ):
         write_file(root, block)
     packages = sample("getting-started-packages")
@@ -202,3 +210,21 @@ def test_the_page_end_to_end_twice(
     current = {r[0]: r for r in result["current"]}
     assert sorted((k, r[1], r[2]) for k, r in current.items() if not r[3]) == sorted(source)
     assert current[2][3] is True  # the deleted order
+
+    # Without tombstones: exactly the application's rows.
+    live = [tuple(r) for r in result["live"]]
+    assert len(live) == len(source) and sorted(live) == sorted(source)
+
+    # The Iceberg history, from the same project and run: per order and landing a
+    # version, each ending where the next begins; order 2's last version is its delete.
+    versions: dict[int, list[list[Any]]] = {}
+    for order_id, *rest in result["history"]:
+        versions.setdefault(order_id, []).append(rest)
+    assert {k: [(v[0], v[1]) for v in vs] for k, vs in versions.items()} == {
+        1: [("paid", False), ("shipped", False)],
+        2: [("new", False), (None, True)],
+        3: [("new", False)],
+    }
+    for chain in versions.values():
+        assert [v[3] for v in chain[:-1]] == [v[2] for v in chain[1:]] and chain[-1][3] is None
+    assert result["history_format"][0][1] == "2", "an Iceberg table (format version 2)"

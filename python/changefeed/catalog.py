@@ -61,6 +61,12 @@ QUIET_LOGGERS = {
     "hiveconf": "org.apache.hadoop.hive.conf.HiveConf",
     "sessionstate": "org.apache.hadoop.hive.ql.session.SessionState",
     "nativecodeloader": "org.apache.hadoop.util.NativeCodeLoader",
+    # a Delta table in a Hive metastore has no Hive SerDe: said for every table created
+    "hiveexternalcatalog": "org.apache.spark.sql.hive.HiveExternalCatalog",
+    # a long plan's text is shortened (a state model's MERGE)
+    "sparkstringutils": "org.apache.spark.util.SparkStringUtils",
+    # a cached result's lineage is cut (Delta's MERGE)
+    "mappartitionsrdd": "org.apache.spark.rdd.MapPartitionsRDD",
 }
 METASTORE_DB = "metastore"
 HOST = "127.0.0.1"
