@@ -29,6 +29,7 @@
   {%- if reprocess -%}
     {%- do changefeed._spark_scd_check_reprocessable(output) -%}
   {%- endif -%}
+  {%- do changefeed._spark_require_feed('feed_events', feed) -%}
   {%- set columns = [] -%}
   {%- for column in adapter.get_columns_in_relation(feed) -%}
     {%- if column.name | lower == 'changefeed_batch' -%}

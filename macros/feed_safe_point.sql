@@ -28,6 +28,7 @@
 
 {% macro spark__feed_safe_point(feed, alias) %}
   {%- do changefeed._spark_scd_check_reprocess_selection() -%}
+  {%- do changefeed._spark_require_feed('feed_safe_point', feed) -%}
   {#-- partitions that another session registered must be listed by the model's statement --#}
   {%- do run_query('refresh table ' ~ feed) -%}
   {{ return(changefeed._spark_safe_point_predicate(changefeed._spark_last_batch(feed), alias)) }}

@@ -59,3 +59,45 @@ def test_stop_without_a_catalog_names_init(
     err = capsys.readouterr().err
     assert "holds no shared catalog" in err
     assert f"changefeed catalog init --dir {tmp_path}" in err
+
+
+def test_a_spark_start_says_so_on_a_terminal_only(tmp_path: Path) -> None:
+    """spark-env.sh, as Spark's launcher sources it, with the catalog's server up: one
+    line when standard error is a terminal (a dbt run was silent for the seconds of its
+    Spark start), nothing into a pipe or a log file (issue 33)."""
+    import os
+    import pty
+    import socket
+    import subprocess
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        shared = catalog.Catalog(tmp_path, tmp_path / "warehouse", server.getsockname()[1])
+        script = tmp_path / "spark-env.sh"
+        script.write_text(catalog.launcher_script(shared, python="/nowhere/python"))
+        command = ["bash", "-c", f". {script}"]
+
+        piped = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+
+        controller, terminal = pty.openpty()
+        try:
+            shown = subprocess.run(command, stderr=terminal, stdout=subprocess.DEVNULL, timeout=30)
+            os.close(terminal)
+            terminal = -1
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(controller, 4096)
+                except OSError:  # the terminal's other end is closed: all was read
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        finally:
+            os.close(controller)
+            if terminal >= 0:
+                os.close(terminal)
+    assert shown.returncode == 0
+    assert seen.decode().splitlines() == [catalog.SPARK_STARTING]

@@ -100,6 +100,36 @@ def test_safe_point_of_an_empty_feed_reads_nothing(spark: Any, dbt: Any) -> None
     assert sql == "false"
 
 
+@pytest.mark.parametrize("schema", [UNIT, "cf_no_such_schema"])
+def test_a_missing_feed_names_the_catalog_to_use(
+    dbt: Any, feed: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feed the session's catalog does not have fails in one line naming the fix: in a
+    session with a catalog of its own (a new terminal without SPARK_CONF_DIR), the shared
+    catalog's SPARK_CONF_DIR (issue 33). The other case, a shared metastore without the
+    feed, is not tested: this session's catalog is its own by construction."""
+    missing = f"api.Relation.create(schema='{schema}', identifier='not_landed')"
+    macros = (f"changefeed.feed_safe_point({missing}, 'e')", f"changefeed.feed_events({missing})")
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    for macro in macros:
+        with pytest.raises(DbtError) as unset:
+            dbt.render("{{ " + macro + " }}", "spark")
+        assert (
+            f"the feed {schema}.not_landed is not in this Spark session's catalog, which is one"
+            " of its own (an embedded Derby metastore, metastore_db/ in the directory it started"
+            " in: delete it), not the shared one the landing writes to; SPARK_CONF_DIR is not"
+            " set: set it to the shared catalog's conf directory"
+        ) in str(unset.value), macro
+    monkeypatch.setenv("SPARK_CONF_DIR", "/srv/catalog/conf")
+    with pytest.raises(DbtError) as configured:
+        dbt.render("{{ " + macros[0] + " }}", "spark")
+    expected = "SPARK_CONF_DIR=/srv/catalog/conf configures no shared metastore"
+    assert expected in str(configured.value)
+    # an existing feed passes the check
+    sql = dbt.render("{{ changefeed.feed_safe_point(" + rel("feed") + ", 'e') }}", "spark")
+    assert sql == "(e.changefeed_batch <= 2)"
+
+
 def output_table(spark: Any, name: str, rows: str) -> str:
     """A consumer output: (shard_id, ulid, changefeed_feed_batch, changefeed_batch) ``rows``."""
     spark.sql(f"drop table if exists {UNIT}.{name}")

@@ -52,6 +52,42 @@
 {% endmacro %}
 
 
+{#- Fails in one line when the feed a consumer reads is not in the session's catalog, with
+    the likely cause: a session whose catalog is its own (an embedded Derby metastore, or
+    none: dbt-spark's method: session without SPARK_CONF_DIR makes a metastore_db/ in the
+    current directory) instead of the shared one the landing writes to; otherwise the feed
+    is not landed yet or the source names another table. Without this, Spark's
+    TABLE_OR_VIEW_NOT_FOUND named neither. -#}
+{% macro _spark_require_feed(caller_name, feed) %}
+  {#-- a dbt unit test's feed is its given rows, not a table --#}
+  {%- if changefeed._spark_in_unit_test() -%}{{ return(none) }}{%- endif -%}
+  {%- set parts = feed.schema.split('.') -%}
+  {%- set schemas = run_query('show schemas' ~ (' in ' ~ parts[0] if parts | length > 1 else '')
+      ~ " like '" ~ parts[-1] ~ "'") -%}
+  {%- if schemas.rows | length > 0
+        and run_query("show tables in " ~ feed.schema ~ " like '" ~ feed.identifier ~ "'").rows | length > 0 -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set who = 'changefeed.' ~ caller_name ~ ': the feed ' ~ feed -%}
+  {%- set conf = env_var('SPARK_CONF_DIR', '') -%}
+  {%- set catalog = run_query('set spark.sql.catalogImplementation').rows[0][1] | string -%}
+  {%- set url = run_query('set spark.hadoop.javax.jdo.option.ConnectionURL').rows[0][1] | string -%}
+  {%- if catalog != 'hive' or url == '<undefined>' or url.startswith('jdbc:derby') -%}
+    {{ exceptions.raise_compiler_error(
+        who ~ " is not in this Spark session's catalog, which is one of its own (an embedded Derby"
+        ~ " metastore, metastore_db/ in the directory it started in: delete it), not the shared one"
+        ~ " the landing writes to; " ~ ("SPARK_CONF_DIR is not set: set it to the shared catalog's"
+        ~ " conf directory (. ./env.sh, or the export line that changefeed catalog init prints)"
+        if conf == '' else "SPARK_CONF_DIR=" ~ conf ~ " configures no shared metastore: run"
+        ~ " changefeed catalog init and set SPARK_CONF_DIR to the conf directory it prints")
+        ~ ", then run again") }}
+  {%- endif -%}
+  {{ exceptions.raise_compiler_error(
+      who ~ " is not in the catalog (" ~ url ~ "); land it first (changefeed land --table " ~ feed
+      ~ " ...), or correct the schema and name of the model's source") }}
+{% endmacro %}
+
+
 {#- C5 on Spark (protocol 11.7): a consumer that has consumed the feed up to batch
     `consumed` reads (consumed, M]; if retention removed batches above `consumed`, that
     window has a hole, so fail rather than skip. Costs the feed's partition list. -#}

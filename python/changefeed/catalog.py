@@ -69,6 +69,8 @@ QUIET_LOGGERS = {
     "mappartitionsrdd": "org.apache.spark.rdd.MapPartitionsRDD",
 }
 METASTORE_DB = "metastore"
+#: What a Spark start on the catalog prints on a terminal (spark-env.sh).
+SPARK_STARTING = "changefeed: starting Spark (10 to 60 s)"
 HOST = "127.0.0.1"
 #: A table of our own in the metastore database, created once every Hive table is.
 _SCHEMA_CREATED = "changefeed_schema_created"
@@ -219,7 +221,8 @@ def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
     server if it is stopped, as the changefeed commands do (:func:`ensure_running`).
     Without it, a driver on a stopped catalog waits a minute for Hive's retries and
     prints thousands of lines that never name the fix. When the server cannot be started,
-    the launch stops with one line naming the command that shows why."""
+    the launch stops with one line naming the command that shows why. On a terminal it
+    says that Spark is starting (:data:`SPARK_STARTING`)."""
     directory = shlex.quote(str(catalog.directory))
     fix = f"changefeed catalog init --dir {directory}"
     server = f"the server of the shared catalog ({HOST}:{catalog.port})"
@@ -240,6 +243,9 @@ def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
         "    exit 1\n"
         "  fi\n"
         "fi\n"
+        "# On a terminal, say what the next seconds are (a dbt run printed nothing while its\n"
+        "# Spark started); a pipe or a log file gets nothing.\n"
+        f"if [ -t 2 ]; then echo {shlex.quote(SPARK_STARTING)} >&2; fi\n"
     )
 
 
