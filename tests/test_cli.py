@@ -7,6 +7,7 @@ their own so that no other test's feeds are listed.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -285,6 +286,37 @@ def test_land_says_that_spark_is_starting(
     first, second = err.splitlines()
     assert first == "changefeed land: starting a local Spark (20-40 s)"
     assert second == "changefeed land: error: Spark did not start: no Spark in this test"
+
+
+def test_land_refuses_a_startup_setting_it_cannot_apply(
+    shop_uri: str, capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--spark local starts its own local[2] Spark before --conf applies, so a setting
+    Spark reads only at its start is refused before anything starts, naming --spark
+    existing (issue 32: --conf spark.master=spark://... landed on local[2] and exited 0).
+    --spark existing gives every setting to Spark's start."""
+    started: list[Any] = []
+    monkeypatch.setattr("changefeed.cli.land.spark_session", started.append)
+    for setting in ("spark.master=spark://cluster:7077", "spark.executor.memory=8g"):
+        code, out, err = cli(capsys, "land", "--connection", shop_uri, "--feed", "shop.orders",
+                             "--table", "landing.orders", "--warehouse", str(tmp_path),
+                             "--conf", setting)  # fmt: skip
+        key = setting.partition("=")[0]
+        assert (code, out) == (1, "") and err.splitlines() == [
+            f"changefeed land: error: --conf {key} is read by Spark when it starts, and --spark"
+            " local starts its own local[2] Spark in this process before --conf applies; use"
+            f" --spark existing, which starts Spark with it (--spark existing --conf {key}=...),"
+            " or put it in the spark-defaults.conf of SPARK_CONF_DIR"
+        ], err
+    assert started == [], "no Spark was started"
+
+    from changefeed.cli.land import spark_conf
+
+    given = ["spark.master=spark://cluster:7077", "spark.sql.shuffle.partitions=4"]
+    existing = argparse.Namespace(spark="existing", conf=given)
+    assert spark_conf(existing) == dict(c.split("=", 1) for c in given)
+    local = argparse.Namespace(spark="local", conf=["spark.sql.shuffle.partitions=4"])
+    assert spark_conf(local) == {"spark.sql.shuffle.partitions": "4"}, "a runtime setting"
 
 
 def test_land_without_java_names_the_fix(shop_uri: str, tmp_path: Path) -> None:

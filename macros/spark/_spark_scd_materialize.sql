@@ -83,14 +83,15 @@
     {%- elif built == 'table' -%}
       {%- do run_query('drop table if exists ' ~ this.incorporate(type='table')) -%}
     {%- endif -%}
-    {%- if built == 'remove, layers' -%}
-      {%- do run_query('drop view if exists ' ~ state_name) -%}
-      {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(state_name)) -%}
-    {%- elif built == 'remove' -%}
-      {%- do run_query('drop table if exists ' ~ state_name) -%}
-    {%- elif built == 'layers' -%}
-      {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(this.incorporate(type='table'))) -%}
+    {#-- the helpers of every shape, whatever the model is: a full refresh killed after it
+        dropped the model left them, and a layers table left behind would be resolved again --#}
+    {%- set helper = changefeed._spark_scd_relation_kind(state_name) -%}
+    {%- if helper is not none -%}
+      {%- do run_query('drop ' ~ helper ~ ' if exists ' ~ state_name) -%}
     {%- endif -%}
+    {%- for owner in [this.incorporate(type='table'), state_name] -%}
+      {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(owner)) -%}
+    {%- endfor -%}
   {%- endif -%}
 
   {#-- 4. A first write creates the empty state; every write is then the same guarded statement --#}

@@ -69,8 +69,10 @@ QUIET_LOGGERS = {
     "mappartitionsrdd": "org.apache.spark.rdd.MapPartitionsRDD",
 }
 METASTORE_DB = "metastore"
-#: What a Spark start on the catalog prints on a terminal (spark-env.sh).
+#: What a Spark start on the catalog prints on a terminal (spark-env.sh), unless the
+#: process that starts Spark has said so itself and set :data:`ANNOUNCED`.
 SPARK_STARTING = "changefeed: starting Spark (10 to 60 s)"
+ANNOUNCED = "CHANGEFEED_SPARK_ANNOUNCED"
 HOST = "127.0.0.1"
 #: A table of our own in the metastore database, created once every Hive table is.
 _SCHEMA_CREATED = "changefeed_schema_created"
@@ -245,7 +247,9 @@ def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
         "fi\n"
         "# On a terminal, say what the next seconds are (a dbt run printed nothing while its\n"
         "# Spark started); a pipe or a log file gets nothing.\n"
-        f"if [ -t 2 ]; then echo {shlex.quote(SPARK_STARTING)} >&2; fi\n"
+        f'if [ -t 2 ] && [ -z "${{{ANNOUNCED}:-}}" ]; then\n'
+        f"  echo {shlex.quote(SPARK_STARTING)} >&2\n"
+        "fi\n"
     )
 
 

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from changefeed.catalog import ANNOUNCED
 from changefeed.cli import CliError
 from changefeed.cli.catalog import shared_catalog
 from changefeed.cli.local_spark import add_spark_arguments
@@ -124,13 +125,40 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def spark_session(args: argparse.Namespace) -> Any:
+#: Settings Spark reads only when it starts (where it runs, its driver and executors, its
+#: jars): a local session has started before ``--conf`` is applied, so they are refused
+#: there rather than ignored (``--conf spark.master=spark://...`` landed on local[2]).
+STARTUP_SETTINGS = (
+    "spark.master", "spark.remote", "spark.submit.", "spark.driver.", "spark.executor.",
+    "spark.jars", "spark.files", "spark.archives", "spark.cores.", "spark.dynamicAllocation.",
+    "spark.kubernetes.", "spark.yarn.", "spark.deploy.", "spark.sql.extensions",
+    "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
+)  # fmt: skip
+
+
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--conf`` settings; with ``--spark local`` a setting Spark reads only at its
+    start is refused (:data:`STARTUP_SETTINGS`), before anything starts."""
     conf = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CliError(f"--conf needs KEY=VALUE, got {item!r}")
         conf[key.strip()] = value.strip()
+    if args.spark == "local":
+        for key in conf:
+            if key.startswith(STARTUP_SETTINGS):
+                raise CliError(
+                    f"--conf {key} is read by Spark when it starts, and --spark local starts "
+                    "its own local[2] Spark in this process before --conf applies; use "
+                    f"--spark existing, which starts Spark with it (--spark existing --conf "
+                    f"{key}=...), or put it in the spark-defaults.conf of SPARK_CONF_DIR"
+                )
+    return conf
+
+
+def spark_session(args: argparse.Namespace) -> Any:
+    conf = spark_conf(args)
     if args.spark == "existing":
         from pyspark.sql import SparkSession
 
@@ -148,7 +176,10 @@ def spark_session(args: argparse.Namespace) -> Any:
         catalog=shared,
     )
     for key, value in conf.items():
-        session.conf.set(key, value)
+        try:
+            session.conf.set(key, value)
+        except Exception as exc:  # PySpark's own: a static SQL setting, a bad value
+            raise CliError(f"--conf {key}: {first_line(exc)}") from None
     return session
 
 
@@ -160,12 +191,15 @@ def start_spark(args: argparse.Namespace) -> Any:
     """:func:`spark_session`, its failures as :class:`CliError` naming the fix."""
     from changefeed.local_spark import JavaNotFound, require_java
 
+    spark_conf(args)  # a refused --conf fails before Spark starts
     try:
         if args.spark == "local":
             require_java()
-            # The start takes 20-40 s with nothing to show: say why the command is silent.
+            # The start takes 20-40 s with nothing to show: say why the command is silent
+            # (once: the catalog's spark-env.sh then says nothing).
             print("changefeed land: starting a local Spark (20-40 s)", file=sys.stderr,
                   flush=True)  # fmt: skip
+            os.environ[ANNOUNCED] = "1"
         return spark_session(args)
     except JavaNotFound as exc:
         raise CliError(str(exc)) from None

@@ -5,11 +5,13 @@ warehouse that says on stderr why the command is silent while it starts."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from changefeed.catalog import ANNOUNCED
 from changefeed.cli import CliError
 
 
@@ -62,6 +64,7 @@ def start_local_spark(warehouse: str | None, command: str, option: str) -> Any:
         file=sys.stderr,
         flush=True,
     )
+    os.environ[ANNOUNCED] = "1"  # the catalog's spark-env.sh then says nothing
     try:
         with jvm_output_to(log):
             spark = local_spark_session(
