@@ -309,8 +309,14 @@ def test_land_refuses_a_startup_setting_it_cannot_apply(
             " or put it in the spark-defaults.conf of SPARK_CONF_DIR"
         ], err
     assert started == [], "no Spark was started"
+    # the same for retention's --spark local
+    monkeypatch.setattr("changefeed.cli.spark_retention.start_local_spark", started.append)
+    code, out, err = cli(capsys, "retention", "--spark-table", "landing.orders", "--keep-last",
+                         "0", "--no-consumers", "--conf", "spark.master=local[4]")  # fmt: skip
+    assert (code, out, started) == (1, "", []), err
+    assert "error: --conf spark.master is read by Spark when it starts" in err, err
 
-    from changefeed.cli.land import spark_conf
+    from changefeed.cli.local_spark import spark_conf
 
     given = ["spark.master=spark://cluster:7077", "spark.sql.shuffle.partitions=4"]
     existing = argparse.Namespace(spark="existing", conf=given)

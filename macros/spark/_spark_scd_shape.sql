@@ -93,7 +93,10 @@
   {%- set implementation = run_query('set `' ~ setting ~ '`').rows[0][1] | string -%}
   {%- set type = run_query('set `' ~ setting ~ '.type`').rows[0][1] | string -%}
   {%- set custom = run_query('set `' ~ setting ~ '.catalog-impl`').rows[0][1] | string -%}
-  {%- if 'iceberg' in implementation | lower and (type | lower == 'hadoop' or 'HadoopCatalog' in custom) -%}
+  {#-- Iceberg's SparkSessionCatalog keeps views in Spark's own catalog; its SparkCatalog
+      over a Hadoop catalog has none --#}
+  {%- if implementation == 'org.apache.iceberg.spark.SparkCatalog'
+        and (type | lower == 'hadoop' or 'HadoopCatalog' in custom) -%}
     {{ exceptions.raise_compiler_error(
         "changefeed: model '" ~ model.name ~ "' (materialized='" ~ materialization ~ "'): deletes='remove'"
         ~ " makes the model a view of the rows that are not deleted, and its catalog '" ~ catalog

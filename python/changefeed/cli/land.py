@@ -33,7 +33,7 @@ from typing import Any
 from changefeed.catalog import ANNOUNCED
 from changefeed.cli import CliError
 from changefeed.cli.catalog import shared_catalog
-from changefeed.cli.local_spark import add_spark_arguments
+from changefeed.cli.local_spark import add_spark_arguments, set_runtime_conf, spark_conf
 from changefeed.client import redact
 
 
@@ -125,38 +125,6 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-#: Settings Spark reads only when it starts (where it runs, its driver and executors, its
-#: jars): a local session has started before ``--conf`` is applied, so they are refused
-#: there rather than ignored (``--conf spark.master=spark://...`` landed on local[2]).
-STARTUP_SETTINGS = (
-    "spark.master", "spark.remote", "spark.submit.", "spark.driver.", "spark.executor.",
-    "spark.jars", "spark.files", "spark.archives", "spark.cores.", "spark.dynamicAllocation.",
-    "spark.kubernetes.", "spark.yarn.", "spark.deploy.", "spark.sql.extensions",
-    "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
-)  # fmt: skip
-
-
-def spark_conf(args: argparse.Namespace) -> dict[str, str]:
-    """The ``--conf`` settings; with ``--spark local`` a setting Spark reads only at its
-    start is refused (:data:`STARTUP_SETTINGS`), before anything starts."""
-    conf = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CliError(f"--conf needs KEY=VALUE, got {item!r}")
-        conf[key.strip()] = value.strip()
-    if args.spark == "local":
-        for key in conf:
-            if key.startswith(STARTUP_SETTINGS):
-                raise CliError(
-                    f"--conf {key} is read by Spark when it starts, and --spark local starts "
-                    "its own local[2] Spark in this process before --conf applies; use "
-                    f"--spark existing, which starts Spark with it (--spark existing --conf "
-                    f"{key}=...), or put it in the spark-defaults.conf of SPARK_CONF_DIR"
-                )
-    return conf
-
-
 def spark_session(args: argparse.Namespace) -> Any:
     conf = spark_conf(args)
     if args.spark == "existing":
@@ -175,11 +143,7 @@ def spark_session(args: argparse.Namespace) -> Any:
         hive=True,
         catalog=shared,
     )
-    for key, value in conf.items():
-        try:
-            session.conf.set(key, value)
-        except Exception as exc:  # PySpark's own: a static SQL setting, a bad value
-            raise CliError(f"--conf {key}: {first_line(exc)}") from None
+    set_runtime_conf(session, conf)
     return session
 
 

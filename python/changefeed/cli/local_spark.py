@@ -28,6 +28,48 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra Spark configuration (repeatable)")  # fmt: skip
 
 
+#: Settings Spark reads only when it starts (where it runs, its driver and executors, its
+#: jars): a local session has started before ``--conf`` is applied, so they are refused
+#: there rather than ignored (``--conf spark.master=spark://...`` landed on local[2]).
+STARTUP_SETTINGS = (
+    "spark.master", "spark.remote", "spark.submit.", "spark.driver.", "spark.executor.",
+    "spark.jars", "spark.files", "spark.archives", "spark.cores.", "spark.dynamicAllocation.",
+    "spark.kubernetes.", "spark.yarn.", "spark.deploy.", "spark.sql.extensions",
+    "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
+)  # fmt: skip
+
+
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--conf`` settings; with ``--spark local`` a setting Spark reads only at its
+    start is refused (:data:`STARTUP_SETTINGS`), before anything starts."""
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"--conf needs KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value.strip()
+    if args.spark == "local":
+        for key in conf:
+            if key.startswith(STARTUP_SETTINGS):
+                raise CliError(
+                    f"--conf {key} is read by Spark when it starts, and --spark local starts "
+                    "its own local[2] Spark in this process before --conf applies; use "
+                    f"--spark existing, which starts Spark with it (--spark existing --conf "
+                    f"{key}=...), or put it in the spark-defaults.conf of SPARK_CONF_DIR"
+                )
+    return conf
+
+
+def set_runtime_conf(session: Any, conf: dict[str, str]) -> None:
+    """Apply ``conf`` to a started session; a setting Spark refuses is one error line."""
+    for key, value in conf.items():
+        try:
+            session.conf.set(key, value)
+        except Exception as exc:  # PySpark's own: a static SQL setting, a bad value
+            text = str(exc).strip()
+            raise CliError(f"--conf {key}: {text.splitlines()[0] if text else repr(exc)}") from None
+
+
 def start_local_spark(warehouse: str | None, command: str, option: str) -> Any:
     """A local Spark on the shared catalog of ``SPARK_CONF_DIR``, else on the tables of
     ``warehouse`` (default ``spark-warehouse``; its Derby metastore must exist), for

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from changefeed.cli import CliError
-from changefeed.cli.local_spark import start_local_spark
+from changefeed.cli.local_spark import set_runtime_conf, spark_conf, start_local_spark
 from changefeed.cli.retention_policy import check_policy
 
 #: What a Spark feed table holds besides its own columns (docs/protocol.md 11.1).
@@ -83,12 +83,9 @@ def _spark(args: argparse.Namespace) -> Any:
         from changefeed.cli.land import start_spark
 
         return start_spark(args)
+    conf = spark_conf(args)  # a refused --conf fails before Spark starts
     spark = start_local_spark(args.warehouse, "retention", "--spark-table")
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CliError(f"--conf needs KEY=VALUE, got {item!r}")
-        spark.conf.set(key.strip(), value.strip())
+    set_runtime_conf(spark, conf)
     return spark
 
 
