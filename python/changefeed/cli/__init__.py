@@ -53,6 +53,12 @@ class CliError(ChangefeedError):
         self.code = code
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (Spark's go on for pages), for a one-line error."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="changefeed",

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from changefeed.catalog import ANNOUNCED
-from changefeed.cli import CliError
+from changefeed.cli import CliError, first_line
 from changefeed.cli.catalog import shared_catalog
 from changefeed.cli.local_spark import add_spark_arguments, set_runtime_conf, spark_conf
 from changefeed.client import redact
@@ -219,11 +219,6 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         # A Spark or database failure: its first line (Spark's go on for pages), redacted.
         raise CliError(f"{type(exc).__name__}: {redact(first_line(exc))}") from None
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else repr(exc)
 
 
 #: The most often a continuous landing says that it found nothing new, by default.

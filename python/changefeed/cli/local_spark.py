@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.catalog import ANNOUNCED
-from changefeed.cli import CliError
+from changefeed.cli import CliError, first_line
 
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,8 +66,7 @@ def set_runtime_conf(session: Any, conf: dict[str, str]) -> None:
         try:
             session.conf.set(key, value)
         except Exception as exc:  # PySpark's own: a static SQL setting, a bad value
-            text = str(exc).strip()
-            raise CliError(f"--conf {key}: {text.splitlines()[0] if text else repr(exc)}") from None
+            raise CliError(f"--conf {key}: {first_line(exc)}") from None
 
 
 def start_local_spark(warehouse: str | None, command: str, option: str) -> Any:

@@ -23,10 +23,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from changefeed.cli import CliError
+from changefeed.cli import CliError, first_line
 from changefeed.cli.land import (
     add_source_arguments,
-    first_line,
     source_options,
     start_spark,
 )
