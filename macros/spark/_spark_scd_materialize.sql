@@ -84,10 +84,10 @@
       {%- do run_query('drop table if exists ' ~ this.incorporate(type='table')) -%}
     {%- endif -%}
     {#-- the helpers of every shape, whatever the model is: a full refresh killed after it
-        dropped the model left them, and a layers table left behind would be resolved again --#}
-    {%- set helper = changefeed._spark_scd_relation_kind(state_name) -%}
-    {%- if helper is not none -%}
-      {%- do run_query('drop ' ~ helper ~ ' if exists ' ~ state_name) -%}
+        dropped the model left them, and a layers table left behind would be resolved again
+        (a 'remove' shape is found by its helper, so `built` says whether that is a view) --#}
+    {%- if built in ['remove', 'remove, layers'] -%}
+      {%- do run_query('drop ' ~ ('view' if built == 'remove, layers' else 'table') ~ ' if exists ' ~ state_name) -%}
     {%- endif -%}
     {%- for owner in [this.incorporate(type='table'), state_name] -%}
       {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(owner)) -%}
