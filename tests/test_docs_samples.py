@@ -48,10 +48,14 @@ FRESHNESS = "tests/test_spark_freshness.py"
 RETENTION = "tests/test_spark_retention.py"
 SHARED_CATALOG = "tests/test_shared_catalog.py::test_landing_dbt_and_status_share_one_catalog"
 GETTING_STARTED = "tests/test_getting_started.py"
+VERIFY = "tests/test_spark_verify.py"
 RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read"
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
+    "spark-verify": f"{VERIFY}::test_the_documented_command_exits_4_on_a_difference_and_0_on_equality",  # noqa: E501
+    "spark-verify-output": f"{VERIFY}::test_the_documented_command_exits_4_on_a_difference_and_0_on_equality",  # noqa: E501
+    "python-api-verify": f"{VERIFY}::test_the_documented_python_call",
     "getting-started-layout": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-install": f"{GETTING_STARTED}::test_install_names_the_make_targets_and_the_venv",  # noqa: E501
     "getting-started-env": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",

@@ -13,11 +13,12 @@ stderr, without a traceback. Exit codes:
 * 0 (:data:`EXIT_OK`): done;
 * 1 (:data:`EXIT_ERROR`): an error, printed as above;
 * 2: a bad command line (argparse prints the usage);
-* 3 (:data:`EXIT_TIMEOUT`): ``changefeed barrier`` was not released within ``--timeout``.
+* 3 (:data:`EXIT_TIMEOUT`): ``changefeed barrier`` was not released within ``--timeout``;
+* 4 (:data:`EXIT_DIFFERENT`): ``changefeed verify`` found a key that differs.
 
-Only ``land``, ``snapshot``, ``catalog init``, ``status --consumer`` and ``retention --spark-table``
-import PySpark: ``status``, ``barrier`` and ``retention`` work with just the ``postgres``
-extra installed.
+Only ``land``, ``snapshot``, ``verify``, ``catalog init``, ``status --consumer`` and
+``retention --spark-table`` import PySpark: ``status``, ``barrier`` and ``retention`` work
+with just the ``postgres`` extra installed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from changefeed.errors import ChangefeedError
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_TIMEOUT = 3
+EXIT_DIFFERENT = 4
 
 #: Subcommand name -> module that implements it (``add_parser``, ``run``).
 SUBCOMMANDS: dict[str, str] = {
@@ -42,6 +44,7 @@ SUBCOMMANDS: dict[str, str] = {
     "retention": "changefeed.cli.retention",
     "catalog": "changefeed.cli.catalog",
     "snapshot": "changefeed.cli.snapshot",
+    "verify": "changefeed.cli.verify",
 }
 
 
@@ -51,6 +54,14 @@ class CliError(ChangefeedError):
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.code = code
+
+
+def spark_missing(what: str, exc: ImportError) -> CliError:
+    """The error of a command that needs the ``spark`` extra when an import failed."""
+    return CliError(
+        f"{what} needs Spark, and {exc.name or 'pyspark'} is not installed: "
+        "pip install 'changefeed[spark]'"
+    )
 
 
 def first_line(exc: BaseException) -> str:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from changefeed.catalog import ANNOUNCED
-from changefeed.cli import CliError, first_line
+from changefeed.cli import CliError, first_line, spark_missing
 from changefeed.cli.catalog import shared_catalog
 from changefeed.cli.local_spark import add_spark_arguments, set_runtime_conf, spark_conf
 from changefeed.client import redact
@@ -103,11 +103,19 @@ def add_source_arguments(
                         "under, for retention and status (default: the table's name)")  # fmt: skip
 
 
-def source_options(args: argparse.Namespace) -> dict[str, str]:
-    """The ``format("changefeed")`` options of the command line."""
+def feed_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``format("changefeed")`` options that name the feed and its database."""
     options = {"connection": args.connection, "feed": args.feed}
     if args.password:
         options["password"] = args.password
+    if args.changefeed_schema:
+        options["changefeedSchema"] = args.changefeed_schema
+    return options
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``format("changefeed")`` options of the command line."""
+    options = feed_options(args)
     if args.shards:
         options["shards"] = args.shards
     if args.page_size:
@@ -118,8 +126,6 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         options["startingPosition"] = args.starting_position
     if args.no_move_outbox:
         options["moveOutbox"] = "false"
-    if args.changefeed_schema:
-        options["changefeedSchema"] = args.changefeed_schema
     if args.consumer:
         options["consumer"] = args.consumer
     return options
@@ -161,7 +167,8 @@ def start_spark(args: argparse.Namespace) -> Any:
             require_java()
             # The start takes 20-40 s with nothing to show: say why the command is silent
             # (once: the catalog's spark-env.sh then says nothing).
-            print("changefeed land: starting a local Spark (20-40 s)", file=sys.stderr,
+            command = getattr(args, "command", None) or "land"
+            print(f"changefeed {command}: starting a local Spark (20-40 s)", file=sys.stderr,
                   flush=True)  # fmt: skip
             os.environ[ANNOUNCED] = "1"
         return spark_session(args)
@@ -178,10 +185,7 @@ def run(args: argparse.Namespace) -> int:
         from changefeed.spark.landing import check_source, check_timing, land, land_continuously
         from changefeed.spark.source import ChangefeedSourceError
     except ImportError as exc:
-        raise CliError(
-            f"landing needs Spark, and {exc.name or 'pyspark'} is not installed: "
-            "pip install 'changefeed[spark]'"
-        ) from None
+        raise spark_missing("landing", exc) from None
 
     if args.continuous:
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from changefeed.cli import CliError, first_line
+from changefeed.cli import CliError, first_line, spark_missing
 from changefeed.cli.land import (
     add_source_arguments,
     source_options,
@@ -72,10 +72,7 @@ def run(args: argparse.Namespace) -> int:
         )
         from changefeed.spark.source import ChangefeedSourceError
     except ImportError as exc:
-        raise CliError(
-            f"a snapshot needs Spark, and {exc.name or 'pyspark'} is not installed: "
-            "pip install 'changefeed[spark]'"
-        ) from None
+        raise spark_missing("a snapshot", exc) from None
     if args.cancel is not None:
         return _cancel(args, cancel_snapshot, ChangefeedSourceError)
     if not args.table:

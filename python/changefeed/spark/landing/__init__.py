@@ -55,7 +55,7 @@ from changefeed.spark.landing._landing import (
     StageCallback,
     check_source,
 )
-from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress
+from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress, source_frame
 from changefeed.spark.landing._snapshot import cancel as cancel_snapshot
 from changefeed.spark.landing._snapshot import request as request_snapshot
 from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS
@@ -77,6 +77,7 @@ __all__ = [
     "land",
     "land_continuously",
     "request_snapshot",
+    "source_frame",
 ]
 
 

@@ -26,8 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from changefeed.client import ZERO_ULID
 from changefeed.spark.landing._snapshot_dialect import statements
 from changefeed.spark.landing._snapshot_plan import (
+    CHUNK_ROWS,
     chunk_frame,
     chunk_reader,
     group,
@@ -264,6 +266,28 @@ def execute(
     if on_progress is not None:
         on_progress(final)
     return rows
+
+
+def source_frame(
+    spark: Any, source_options: Mapping[str, str], *, chunk_rows: int = CHUNK_ROWS
+) -> Any:
+    """Every row of the feed's source table, read as a snapshot reads it (step 2 above):
+    in primary-key chunks of about ``chunk_rows`` rows, each a Spark task with a
+    connection of its own, without blocking writers. Each chunk is one statement, so the
+    frame is not one snapshot of the table; each row is read once per evaluation, and the
+    frame reads the source again whenever it is evaluated (persist it to read it once).
+
+    Columns: the landed layout with a payload (``shard_id`` 0, a ULID per row, the key
+    columns, ``payload``), the values typed as a landing types them."""
+    from changefeed.spark.source import open_backend, parse_options
+
+    options = parse_options({**source_options, "payload": "true"})
+    with open_backend(options.connection, options.changefeed_schema) as backend:
+        info = backend.describe(options.feed, True)
+        reader = statements(info.dialect).reader(info, None)
+        chunks, _ = plan(backend.conn, reader, 0, 0, None, True, None, chunk_rows, _cores(spark))
+    read = chunk_reader(options, reader, 0, ZERO_ULID)
+    return chunk_frame(spark, chunks, read, info.layout().spark_schema())
 
 
 def _cores(spark: Any) -> int:

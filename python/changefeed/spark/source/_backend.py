@@ -182,6 +182,13 @@ class Backend(ABC):
         return None
 
     @abstractmethod
+    def barrier_wait(self, info: SourceFeed, shard: int, timeout_s: float) -> None:
+        """Acquire a read barrier on ``shard`` and wait until it is released (protocol
+        section 7; outbox mode: moving the outbox meanwhile): every transaction committed
+        before the call then has its events at or below the shard's safe point. Raises
+        the client's ``BarrierTimeout`` after ``timeout_s``."""
+
+    @abstractmethod
     def try_writer_lock(self, table: str) -> str | None:
         """Take the writer lock of the landed table ``table`` on this connection until it
         closes, without waiting: ``None`` when taken, else who holds it (protocol 11, F4)."""

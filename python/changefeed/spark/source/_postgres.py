@@ -154,6 +154,9 @@ class PostgresBackend(Backend):
     def save_cursor(self, info: SourceFeed, consumer: str, shard: int, cursor: bytes) -> None:
         self._client(info.feed_id).save_cursor(self.conn, consumer, shard, cursor)
 
+    def barrier_wait(self, info: SourceFeed, shard: int, timeout_s: float) -> None:
+        self._client(info.feed_id).barrier_wait(self.conn, shard, timeout_s)
+
     def try_writer_lock(self, table: str) -> str | None:
         from changefeed.client.postgres import try_writer_lock
 

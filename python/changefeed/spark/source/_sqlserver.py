@@ -108,6 +108,9 @@ class SqlServerBackend(Backend):
             out.append((*row, values is not None, *(values if values is not None else missing)))
         return out
 
+    def barrier_wait(self, info: SourceFeed, shard: int, timeout_s: float) -> None:
+        client.SqlServerFeed.from_info(info.info).barrier_wait(self.conn, shard, timeout_s)
+
     def try_writer_lock(self, table: str) -> str | None:
         return client.try_writer_lock(self.conn, table)
 
