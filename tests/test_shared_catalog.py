@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.support import spark_source as kit
+from tests.support.cli import WITHOUT_PYSPARK
 from tests.support.dbt_harness import package_project
 from tests.support.doc_blocks import sample
 
@@ -171,14 +172,18 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
         timings["first batch"] = time.monotonic() - started
 
         (tmp_path / "landed").touch()
-        # Meanwhile a third process reads the landed table through the same catalog.
+        # Meanwhile a third process reads the landed table through the same catalog,
+        # without Spark: PySpark cannot even be imported in it.
         status = subprocess.run(
-            [*cli, "status", "--connection", pg_uri, "--feed", feed,
-             "--consumer", f"{feed}={LANDED}", "--format", "json"],
+            [sys.executable, "-c", WITHOUT_PYSPARK, "status", "--connection", pg_uri,
+             "--feed", feed, "--consumer", f"{feed}={LANDED}", "--format", "json"],
             env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path,
         )  # fmt: skip
         assert status.returncode == 0, status.stderr[-3000:]
-        assert LANDED in status.stdout
+        assert status.stderr == "", status.stderr
+        rows = [c for c in json.loads(status.stdout)["consumers"] if c["consumer"] == LANDED]
+        assert sorted(c["shard"] for c in rows) == list(SHARDS), status.stdout
+        assert any(c["cursor"] is not None for c in rows), status.stdout
         timings["status"] = time.monotonic() - started
         assert landing.poll() is None and dbt_proc.poll() is None, "both still running"
 

@@ -431,6 +431,13 @@ def _create_database(catalog: Catalog) -> None:
             conn.execute(f"create database {METASTORE_DB}")
 
 
+def connect_metastore(catalog: Catalog) -> Any:
+    """An autocommit connection to the catalog's metastore database (its server started
+    first if it is stopped), for reading it without Spark (:mod:`changefeed.catalog_tables`)."""
+    ensure_running(catalog)
+    return _connect(catalog)
+
+
 def _connect(catalog: Catalog, dbname: str = METASTORE_DB):  # type: ignore[no-untyped-def]
     import psycopg
 

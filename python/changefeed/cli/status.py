@@ -7,7 +7,9 @@
 
 A consumer is anything with a cursor per shard: a Spark table in the feed format (a
 landed feed or a dbt consumer's output; its cursor is ``max(ulid)`` per shard, protocol
-11.6), named with ``--consumer FEED=TABLE`` (this starts a local Spark, ~20 s), or a
+11.6), named with ``--consumer FEED=TABLE`` (on the shared catalog of ``SPARK_CONF_DIR``
+read from its metastore and the table's files without a JVM, in about a second; else, and
+for an Iceberg table, with a local Spark, ~20 s), or a
 cursor you keep yourself, given with ``--cursor FEED:SHARD=ULID``. Lag is the number of
 events after the cursor up to the safe point, and the age of the oldest of them.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -39,6 +42,7 @@ from changefeed.cli.local_spark import start_local_spark
 from changefeed.cli.metrics import exposition
 from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
 from changefeed.client import ZERO_ULID
+from changefeed.errors import ChangefeedError
 from changefeed.ulid import encode_one, timestamp_ms_one, timestamp_one
 
 # -- status --------------------------------------------------------------------------------
@@ -64,8 +68,9 @@ def add_parser(subparsers: Any) -> None:
         default=[],
         metavar="FEED=TABLE",
         help="a Spark table with shard_id and ulid columns that consumes FEED "
-        "(a landed feed or a dbt consumer's output; repeatable). Starts a "
-        "local Spark on the shared catalog of SPARK_CONF_DIR, else on --warehouse",
+        "(a landed feed or a dbt consumer's output; repeatable). On the shared catalog "
+        "of SPARK_CONF_DIR read without Spark (parquet, Delta); else, and for Iceberg, "
+        "with a local Spark (on --warehouse without a shared catalog)",
     )
     parser.add_argument(
         "--cursor",
@@ -209,25 +214,71 @@ def _spark_cursors(
     db: Database,
     clients: dict[str, Any],
 ) -> list[tuple[str, str, int, bytes]]:
-    spark = start_local_spark(warehouse, "status", "--consumer")
+    """Each consumer table's cursor per shard of its feed: on the shared catalog read
+    from its metastore and files, with no JVM (:mod:`changefeed.catalog_tables`), else
+    (another catalog, or a table that needs Spark, which is then said) with a local
+    Spark."""
     shared = shared_catalog(warehouse)
-    where = Path(warehouse or "spark-warehouse").resolve()
-    found: list[tuple[str, str, int, bytes]] = []
-    for feed, table in consumers:
+    shards = {feed: clients[feed].shards(db.conn) for feed, _ in consumers}
+    heads: dict[str, dict[int, bytes]] = {}
+    with_spark = list(consumers)
+    if shared is not None:
+        with_spark = []
+        for feed, table in consumers:
+            try:
+                heads[table] = _catalog_heads(shared, table, shards[feed])
+            except _ReadWithSpark as exc:
+                print(f"changefeed status: {exc}: reading it with Spark (20-40 s)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                with_spark.append((feed, table))
+    if with_spark:
+        heads.update(_heads_with_spark(warehouse, shared, with_spark))
+    return [
+        (table, feed, shard, heads[table].get(shard, ZERO_ULID))
+        for feed, table in consumers
+        for shard in shards[feed]
+    ]
+
+
+class _ReadWithSpark(ChangefeedError):
+    """A consumer table the catalog reader cannot read exactly."""
+
+
+def _catalog_heads(shared: Any, table: str, shards: Sequence[int]) -> dict[int, bytes]:
+    from changefeed.catalog_tables import NeedsSpark, TableNotInCatalog, feed_heads
+
+    try:
+        return feed_heads(shared, table, shards)
+    except TableNotInCatalog:
+        raise _missing(table, shared, None) from None
+    except NeedsSpark as exc:
+        raise _ReadWithSpark(str(exc)) from None
+    except ImportError as exc:
+        raise _ReadWithSpark(f"{exc.name or 'pyarrow'} is not installed") from None
+
+
+def _missing(table: str, shared: Any, warehouse: str | None) -> CliError:
+    hint = (
+        f"the shared catalog of SPARK_CONF_DIR ({shared.directory}): check --consumer"
+        if shared is not None
+        else f"{Path(warehouse or 'spark-warehouse').resolve()}: check --consumer and "
+        "--warehouse (the directory that holds metastore_db)"
+    )
+    return CliError(f"consumer table {table} does not exist in the Spark catalog of {hint}")
+
+
+def _heads_with_spark(
+    warehouse: str | None, shared: Any, consumers: Sequence[tuple[str, str]]
+) -> dict[str, dict[int, bytes]]:
+    spark = start_local_spark(warehouse, "status", "--consumer")
+    heads: dict[str, dict[int, bytes]] = {}
+    for _, table in consumers:
         if not spark.catalog.tableExists(table):
-            hint = (
-                f"the shared catalog of SPARK_CONF_DIR ({shared.directory}): check --consumer"
-                if shared is not None
-                else f"{where}: check --consumer and --warehouse (the directory that holds "
-                "metastore_db)"
-            )
-            raise CliError(f"consumer table {table} does not exist in the Spark catalog of {hint}")
+            raise _missing(table, shared, warehouse)
         spark.sql(f"refresh table {table}")
         rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()
-        heads = {int(r[0]): bytes(r[1]) for r in rows}
-        for shard in clients[feed].shards(db.conn):
-            found.append((table, feed, shard, heads.get(shard, ZERO_ULID)))
-    return found
+        heads[table] = {int(r[0]): bytes(r[1]) for r in rows}
+    return heads
 
 
 def _lag(
