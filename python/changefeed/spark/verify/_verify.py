@@ -257,8 +257,8 @@ def _compared(
     state: Any, keys: Sequence[str], source_columns: Sequence[str], model: str
 ) -> tuple[list[tuple[str, Any]], list[str]]:
     """The compared columns: per source column that is not a key, the model's column of
-    that name, else the field of that name in its ``payload`` struct; and the source
-    columns the model has in neither place."""
+    that name (other than that struct), else the field of that name in its ``payload``
+    struct; and the source columns the model has in neither place."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -276,7 +276,8 @@ def _compared(
             continue
         top = _field(state.schema, name)
         inner = _field(nested, name) if nested is not None else None
-        if top is not None and top.name.lower() not in _STATE_COLUMNS:
+        # a source column named payload is the struct's field, not the struct itself
+        if top is not None and top.name.lower() not in _STATE_COLUMNS and top is not payload:
             columns.append((name, F.col(f"`{top.name}`")))
         elif inner is not None:
             columns.append((name, F.col(f"`{payload.name}`").getField(inner.name)))
