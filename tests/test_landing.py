@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,9 +21,10 @@ from typing import Any
 import psycopg
 import pytest
 from tests.support import spark_source as kit
-from tests.support.doc_blocks import parse_blocks
+from tests.support.doc_blocks import parse_blocks, sample
 from tests.support.real_parts import unavailable
 
+from changefeed.cli import main
 from changefeed.client import PostgresFeed
 from changefeed.spark.feedtable import BATCH_COLUMN, retain
 from changefeed.spark.landing import ChangefeedSourceError, land
@@ -71,8 +73,48 @@ def test_landing_refuses_what_it_cannot_do_safely(spark: Any, pg_uri: str, dbt: 
     with pytest.raises(ChangefeedSourceError, match="sets startingOffsets and endingOffsets"):
         land(spark, kit.options(pg_uri, feed, endingOffsets="{}"), "landing_tests.fixed")
     land(spark, kit.options(pg_uri, feed), "landing_tests.mismatch")
-    with pytest.raises(ChangefeedSourceError, match="payload switched on or off"):
+    with pytest.raises(ChangefeedSourceError, match="landed without payloads, the landing "
+                       "now has them"):  # fmt: skip
         land(spark, kit.options(pg_uri, feed, payload="true"), "landing_tests.mismatch")
+
+
+def test_a_changed_source_stops_the_landing_naming_each_change_and_the_way_on(
+    spark: Any, pg_uri: str, dbt: Any
+) -> None:
+    """Columns added, dropped or of another type since the table was created stop the
+    landing before anything is written, each named; the way on the error names, a new
+    table filled by a snapshot, holds every row with the source's columns as they are now
+    (docs/spark-source.md, "When the source's columns change")."""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text, n int")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 4, 2)
+    options, table = kit.options(pg_uri, feed, payload="true"), "landing_tests.evolving"
+    assert land(spark, options, table).events == 4
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f"alter table {feed} add column note text, drop column v, "
+                     "alter column n type bigint")  # fmt: skip
+        conn.execute(f"update {feed} set note = 'n' || id")
+    kit.write_blocking(pg_uri, feed, 0, [{"id": 5, "note": "n5"}, {"id": 6, "note": "n6"}],
+                       ["id"])  # fmt: skip
+    with pytest.raises(ChangefeedSourceError) as refused:
+        land(spark, options, table)
+    message = str(refused.value)
+    for change in ("source column n is bigint now, int in the table",
+                   "source column note string added", "source column v dropped"):  # fmt: skip
+        assert change in message, message
+    new_table = f"{table}_v2"
+    assert f"changefeed snapshot --feed {feed} --table {new_table})" in message
+    assert [r[0] for r in spark.sql(f"show partitions {table}").collect()] == [
+        f"{BATCH_COLUMN}=1"
+    ], "nothing written"
+    # The documented way on: its snapshot command, in this process on this session.
+    snapshot, *rest = sample("spark-source-new-columns").replace("\\\n", " ").splitlines()
+    words = shlex.split(snapshot)
+    assert words[:2] == ["changefeed", "snapshot"] and words[-1].endswith("_v2"), words
+    names = {"$CHANGEFEED_CONNECTION": pg_uri, "shop.orders": feed, words[-1]: new_table}
+    assert main([names.get(w, w) for w in words[1:]] + ["--spark", "existing"]) == 0
+    assert rest[-1].startswith("dbt run --full-refresh --select ")
+    rows = {r.id: r.payload.asDict() for r in spark.table(new_table).collect()}
+    assert rows == {i: {"id": i, "n": None, "note": f"n{i}"} for i in range(1, 7)}
 
 
 def test_retention_keeps_what_a_landing_has_not_landed_and_refuses_one_it_passed(

@@ -198,18 +198,25 @@ def stored_type(data_type: Any, fmt: str) -> Any:
     return data_type
 
 
-def check_table(spark: Any, table: TableName, expected: Any, fmt: str) -> None:
+def check_table(
+    spark: Any, table: TableName, expected: Any, fmt: str, feed: str | None = None
+) -> None:
     """An existing table must have exactly the format's columns (each of the type the
-    table's format stores it as, :func:`stored_type`) and partitioning."""
+    table's format stores it as, :func:`stored_type`) and partitioning. A table whose
+    columns differ is refused before anything is written, naming each change
+    (:func:`schema_changes`) and the way on: a new table, filled by a snapshot."""
     actual = spark.table(table.sql).schema
     got = [(f.name.lower(), f.dataType.simpleString()) for f in actual.fields]
     want = [(f.name.lower(), stored_type(f.dataType, fmt).simpleString()) for f in expected.fields]
     if got != want:
+        target = f"{table.text}_v2"
         raise ChangefeedSourceError(
-            f"table {table.text} is not this feed's landed table: its columns are "
-            f"{', '.join(f'{n} {t}' for n, t in got)}; landing needs "
-            f"{', '.join(f'{n} {t}' for n, t in want)} (was payload switched on or off, or "
-            "the source's key changed? land into a new table)"
+            f"table {table.text} was landed with other columns than feed {feed or '(this feed)'} "
+            f"has now: {'; '.join(schema_changes(actual, expected, fmt))}. A landed table keeps "
+            "the columns it was created with: land the feed into a new table from a snapshot "
+            f"of the source (changefeed snapshot --feed {feed or 'FEED'} --table {target}), "
+            "point the consumers at it and rebuild the state models on it (dbt run "
+            "--full-refresh); docs/spark-source.md, 'When the source's columns change'"
         )
     partitions = [c.name.lower() for c in spark.catalog.listColumns(table.sql)
                   if c.isPartition]  # fmt: skip
@@ -218,6 +225,67 @@ def check_table(spark: Any, table: TableName, expected: Any, fmt: str) -> None:
             f"table {table.text} must be partitioned by {BATCH_COLUMN} and nothing else "
             f"(docs/protocol.md 11.1); it is partitioned by {partitions or 'nothing'}"
         )
+
+
+def schema_changes(actual: Any, expected: Any, fmt: str) -> list[str]:
+    """What differs between a landed table's columns (``actual``) and the feed's now
+    (``expected``, :func:`feed_table_schema`), in words: the key, payload on or off, and
+    per payload column added, dropped or of another type.
+
+    >>> from pyspark.sql import types as T
+    >>> def table(*payload):
+    ...     return T.StructType([T.StructField("shard_id", T.IntegerType()),
+    ...         T.StructField("ulid", T.BinaryType()), T.StructField("id", T.LongType()),
+    ...         T.StructField("payload", T.StructType([T.StructField(n, t) for n, t in payload])),
+    ...         T.StructField("changefeed_batch", T.LongType())])
+    >>> schema_changes(table(("id", T.LongType()), ("v", T.IntegerType())),
+    ...                table(("id", T.LongType()), ("v", T.LongType()), ("note", T.StringType())),
+    ...                "parquet")
+    ['source column v is bigint now, int in the table', 'source column note string added']
+    """
+    from pyspark.sql import types as T
+
+    def typed(field: Any) -> str:
+        return str(stored_type(field.dataType, fmt).simpleString())
+
+    def split(schema: Any) -> tuple[list[tuple[str, str]], Any]:
+        keys, payload = [], None
+        for f in schema.fields[2:]:
+            if f.name.lower() == "payload" and isinstance(f.dataType, T.StructType):
+                payload = f.dataType
+            elif f.name.lower() != BATCH_COLUMN:
+                keys.append((f.name.lower(), typed(f)))
+        return keys, payload
+
+    (old_keys, old_payload), (new_keys, new_payload) = split(actual), split(expected)
+    changes = []
+    if old_keys != new_keys:
+        changes.append(
+            f"the feed's key is ({_listed(new_keys)}), the table's ({_listed(old_keys)})"
+        )
+    if (old_payload is None) != (new_payload is None):
+        changes.append(
+            "the table was landed without payloads, the landing now has them (--payload)"
+            if old_payload is None
+            else "the table was landed with payloads, the landing now has none (--payload)"
+        )
+    elif old_payload is not None:
+        before = {f.name.lower(): typed(f) for f in old_payload.fields}
+        now = {f.name.lower(): typed(f) for f in new_payload.fields}
+        for name, kind in now.items():
+            if name in before and before[name] != kind:
+                changes.append(f"source column {name} is {kind} now, {before[name]} in the table")
+        changes += [f"source column {n} {k} added" for n, k in now.items() if n not in before]
+        changes += [f"source column {n} dropped" for n in before if n not in now]
+    if not changes:
+        got = ", ".join(f"{f.name} {typed(f)}" for f in actual.fields)
+        changes.append(f"its columns are {got}; the feed's are "
+                       f"{', '.join(f'{f.name} {typed(f)}' for f in expected.fields)}")  # fmt: skip
+    return changes
+
+
+def _listed(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{n} {t}" for n, t in columns) or "none"
 
 
 def check_identity(spark: Any, table: TableName, identity: FeedIdentity) -> bool:

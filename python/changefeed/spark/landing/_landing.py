@@ -276,7 +276,7 @@ class Landing:
         """An existing table's format, and whether it records no feed yet."""
         fmt = _format.choose_format(self.spark, self.table, self.table_format, exists=True)
         unrecorded = _format.check_identity(self.spark, self.table, self._feed_identity(backend))
-        _format.check_table(self.spark, self.table, schema, fmt)
+        _format.check_table(self.spark, self.table, schema, fmt, self.options.feed)
         return fmt, unrecorded
 
     def _connection(self) -> Backend:
