@@ -10,9 +10,9 @@ The steps, in this order (the order is the argument of V1):
    it, or held more than once by it;
 3. a read barrier on every shard of the feed, taken after the source was read;
 4. the keys of every event after the model's position: the landed table's batches
-   ``> C`` and the feed's events after ``max(P_s, horizon_s)`` up to the safe point the
-   barrier released. A differing key among them is in flight (a later ``dbt run``
-   applies it); any other differing key is a difference.
+   ``> C`` and the feed's events after the landed table's head (and after what retention
+   removed) up to the safe point the barrier released. A differing key among them is in
+   flight (a later ``dbt run`` applies it); any other differing key is a difference.
 """
 
 from __future__ import annotations
@@ -147,6 +147,7 @@ def verify(
     :class:`~changefeed.errors.ChangefeedError`)."""
     from pyspark import StorageLevel
 
+    from changefeed.spark.feedtable import feed_heads
     from changefeed.spark.landing import source_frame
     from changefeed.spark.source import open_backend, parse_options
 
@@ -186,7 +187,8 @@ def verify(
                             "allow longer (--barrier-timeout)"
                         ) from None
                 keys_info = backend.describe(options.feed, False)
-                after = _feed_keys(backend, keys_info, shards, positions)
+                landed = feed_heads(spark, landed_table, shards)
+                after = _feed_keys(backend, keys_info, shards, {**positions, **landed})
                 flying = _in_flight(spark, landed_table, batch, keys, after, state)
                 real, differences = _differences(joined, flying, keys, columns, max_keys)
                 in_flight = sum(kinds.get(k, 0) for k in KINDS) - sum(real.values())
@@ -357,9 +359,10 @@ def _sums() -> list[Any]:
 def _feed_keys(
     backend: Any, info: Any, shards: Sequence[int], positions: Mapping[int, bytes]
 ) -> list[tuple[Any, ...]]:
-    """The keys of the feed's events after each shard's landed position ``P_s`` (from
-    what retention left, ``max(P_s, horizon_s)``: the landed table holds the events
-    retention removed) up to the safe point, converted as a landing converts them."""
+    """The keys of the feed's events after ``positions`` (per shard the landed table's
+    head: the table holds every event up to it, those after the model's position in its
+    batches above ``C``; and after what retention removed, which the table holds too) up
+    to the safe point, converted as a landing converts them."""
     from changefeed.client import ZERO_ULID
     from changefeed.spark.source import read_range
 
