@@ -83,3 +83,14 @@ def test_what_the_log_cannot_say_exactly_is_refused(
         spark.sql(change.format(t=table))
     with pytest.raises(NeedsSpark, match=reason):
         delta_files(location(spark, table), table)
+
+
+def test_a_delta_table_not_partitioned_by_batch_is_left_to_spark(spark: Any, schema: str) -> None:
+    """A consumer's output without batch partitions (a merge target): its heads need the
+    whole table, which Spark reads."""
+    table = f"{schema}.unpartitioned"
+    spark.sql(f"drop table if exists {table}")
+    spark.sql(f"create table {table} ({COLUMNS}) using delta")
+    spark.sql(f"insert into {table} values (0, X'01', 1, 1)")
+    with pytest.raises(NeedsSpark, match="is not partitioned by changefeed_batch"):
+        delta_files(location(spark, table), table)

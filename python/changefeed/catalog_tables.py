@@ -64,6 +64,11 @@ def feed_heads(catalog: Catalog, table: str, shards: Iterable[int]) -> dict[int,
         table_id, location, provider, path = found
         provider = (provider or "hive").lower()
         if provider == "parquet":
+            params = dict(conn.execute(
+                'select "PARAM_KEY", "PARAM_VALUE" from "TABLE_PARAMS" where "TBL_ID" = %s',
+                (table_id,),
+            ).fetchall())  # fmt: skip
+            check_partitioned(params, table)
             partitions = conn.execute(
                 'select p."PART_NAME", s."LOCATION" from "PARTITIONS" as p '
                 'join "SDS" as s on s."SD_ID" = p."SD_ID" where p."TBL_ID" = %s',
@@ -113,6 +118,25 @@ def _parse(table: str) -> tuple[str, str]:
     if len(parts) != 2 or not all(parts):
         raise TableNotInCatalog(f"{table} is not written database.table")
     return parts[0], parts[1]
+
+
+def check_partitioned(params: Mapping[str, str], table: str) -> None:
+    """A parquet table's metastore parameters must say it is partitioned by
+    ``changefeed_batch`` alone (its batches are its partitions); else the heads need a
+    read of the whole table, which Spark does.
+
+    >>> check_partitioned({"spark.sql.sources.schema.numPartCols": "1",
+    ...                    "spark.sql.sources.schema.partCol.0": "changefeed_batch"}, "t")
+    >>> check_partitioned({}, "db.merged")
+    Traceback (most recent call last):
+    ...
+    changefeed.catalog_tables.NeedsSpark: db.merged is not partitioned by changefeed_batch
+    """
+    count = int(params.get("spark.sql.sources.schema.numPartCols", "0"))
+    columns = [params.get(f"spark.sql.sources.schema.partCol.{i}", "").lower()
+               for i in range(count)]  # fmt: skip
+    if columns != [BATCH_COLUMN]:
+        raise NeedsSpark(f"{table} is not partitioned by {BATCH_COLUMN}")
 
 
 def _batch(partition: str) -> int:
@@ -202,6 +226,8 @@ def _apply(action: Mapping[str, Any], active: dict[str, int], table: str) -> Non
         values = add.get("partitionValues") or {}
         if isinstance(values, list):
             values = dict(values)
+        if not str(values.get(BATCH_COLUMN) or "").isdigit():
+            raise NeedsSpark(f"{table} is not partitioned by {BATCH_COLUMN}")
         active[add["path"]] = int(values[BATCH_COLUMN])
     elif "remove" in action:
         active.pop(action["remove"]["path"], None)
