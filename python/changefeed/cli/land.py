@@ -70,14 +70,7 @@ def add_source_arguments(
     by ``land`` and ``snapshot``; ``payload``: offer ``--payload`` (a snapshot always
     lands payloads); ``table_required``: false where the command checks it (``snapshot
     --cancel`` lands nothing)."""
-    parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
-                        help="postgresql://... or mssql://user:password@host:port/database; "
-                        "default from CHANGEFEED_CONNECTION", default=os.environ.get(
-                            "CHANGEFEED_CONNECTION"))  # fmt: skip
-    parser.add_argument("--password", default=os.environ.get("CHANGEFEED_PASSWORD"),
-                        help="database password (default: CHANGEFEED_PASSWORD; keeps it out "
-                        "of the URI and the process list)")  # fmt: skip
-    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    add_feed_arguments(parser)
     parser.add_argument("--table", required=table_required,
                         help="the Spark table: database.table, or catalog.database.table in "
                         "an Iceberg catalog (e.g. iceberg.landing.orders)")  # fmt: skip
@@ -97,10 +90,23 @@ def add_source_arguments(
                         "ISO-8601 timestamp")  # fmt: skip
     parser.add_argument("--no-move-outbox", action="store_true",
                         help="outbox feeds: do not publish the outbox before reading")  # fmt: skip
-    parser.add_argument("--changefeed-schema", help="the feeds' schema (default changefeed)")
     parser.add_argument("--consumer",
                         help="PostgreSQL: the name the landing registers its position "
                         "under, for retention and status (default: the table's name)")  # fmt: skip
+
+
+def add_feed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments that name the feed and its database (what :func:`feed_options`
+    reads), shared by ``land``, ``snapshot`` and ``verify``."""
+    parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
+                        help="postgresql://... or mssql://user:password@host:port/database; "
+                        "default from CHANGEFEED_CONNECTION", default=os.environ.get(
+                            "CHANGEFEED_CONNECTION"))  # fmt: skip
+    parser.add_argument("--password", default=os.environ.get("CHANGEFEED_PASSWORD"),
+                        help="database password (default: CHANGEFEED_PASSWORD; keeps it out "
+                        "of the URI and the process list)")  # fmt: skip
+    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    parser.add_argument("--changefeed-schema", help="the feeds' schema (default changefeed)")
 
 
 def feed_options(args: argparse.Namespace) -> dict[str, str]:

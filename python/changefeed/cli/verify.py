@@ -19,11 +19,10 @@ and the fix), for CI and monitoring.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from changefeed.cli import EXIT_DIFFERENT, CliError, first_line, spark_missing
-from changefeed.cli.land import feed_options, start_spark
+from changefeed.cli.land import add_feed_arguments, feed_options, start_spark
 from changefeed.cli.local_spark import add_spark_arguments
 from changefeed.client import redact
 
@@ -36,14 +35,7 @@ def add_parser(subparsers: Any) -> None:
         "or changefeed_history model of its landed table: every key equal or in flight, or "
         "exit code 4 with the differing keys.",
     )
-    parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
-                        default=os.environ.get("CHANGEFEED_CONNECTION"),
-                        help="postgresql://... or mssql://user@host:port/database; default "
-                        "from CHANGEFEED_CONNECTION")  # fmt: skip
-    parser.add_argument("--password", default=os.environ.get("CHANGEFEED_PASSWORD"),
-                        help="database password (default: CHANGEFEED_PASSWORD)")  # fmt: skip
-    parser.add_argument("--changefeed-schema", help="the feeds' schema (default changefeed)")
-    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    add_feed_arguments(parser)
     parser.add_argument("--table", required=True,
                         help="the landed table the model consumes (changefeed land --table), "
                         "as Spark names it")  # fmt: skip
