@@ -2,8 +2,7 @@
 
 The steps, in this order (the order is the argument of V1):
 
-1. the model's position: ``C``, the feed batch of its cursor's newest row, and per shard
-   ``P_s``, the landed table's greatest ULID in batches ``<= C``;
+1. the model's position: ``C``, the feed batch of its cursor's newest row;
 2. one full outer join, on the key, of the source (read now in key chunks, as a
    snapshot reads it) and the model's live rows (not deleted; a history's open
    versions), persisted: every key is equal, changed, missing from the model, extra in
@@ -159,7 +158,7 @@ def verify(
         keys = tuple(k.name for k in info.keys)
         state = _model_frame(spark, model)
         batch = _cursor_batch(spark, model)
-        positions = _landed_positions(spark, landed_table, batch)
+        _require_landed(spark, landed_table)
         columns, missing = _compared(state, keys, [c.name for c in info.payload or ()], model)
         source = _typed(source_frame(spark, source_options, **_chunks(chunk_rows)), state,
                         keys, columns)  # fmt: skip
@@ -188,7 +187,7 @@ def verify(
                         ) from None
                 keys_info = backend.describe(options.feed, False)
                 landed = feed_heads(spark, landed_table, shards)
-                after = _feed_keys(backend, keys_info, shards, {**positions, **landed})
+                after = _feed_keys(backend, keys_info, shards, landed)
                 flying = _in_flight(spark, landed_table, batch, keys, after, state)
                 real, differences = _differences(joined, flying, keys, columns, max_keys)
                 in_flight = sum(kinds.get(k, 0) for k in KINDS) - sum(real.values())
@@ -232,19 +231,10 @@ def _cursor_batch(spark: Any, model: str) -> int:
     return int(newest[0]["changefeed_feed_batch"]) if newest else 0
 
 
-def _landed_positions(spark: Any, landed_table: str, batch: int) -> dict[int, bytes]:
-    """``P_s``: per shard the landed table's greatest ULID in batches ``<= batch``."""
-    from pyspark.sql import functions as F
-
-    landed = _table(spark, landed_table, "landed table",
-                    "name the table the feed is landed into (changefeed land --table)")  # fmt: skip
-    rows = (
-        landed.where(F.col("changefeed_batch") <= batch)
-        .groupBy("shard_id")
-        .agg(F.max("ulid").alias("ulid"))
-        .collect()
-    )
-    return {int(r["shard_id"]): bytes(r["ulid"]) for r in rows}
+def _require_landed(spark: Any, landed_table: str) -> None:
+    """Refuse a landed table that does not exist, before anything is read."""
+    _table(spark, landed_table, "landed table",
+           "name the table the feed is landed into (changefeed land --table)")  # fmt: skip
 
 
 def _field(schema: Any, name: str) -> Any:
@@ -357,9 +347,9 @@ def _sums() -> list[Any]:
 
 
 def _feed_keys(
-    backend: Any, info: Any, shards: Sequence[int], positions: Mapping[int, bytes]
+    backend: Any, info: Any, shards: Sequence[int], landed: Mapping[int, bytes]
 ) -> list[tuple[Any, ...]]:
-    """The keys of the feed's events after ``positions`` (per shard the landed table's
+    """The keys of the feed's events after ``landed`` (per shard the landed table's
     head: the table holds every event up to it, those after the model's position in its
     batches above ``C``; and after what retention removed, which the table holds too) up
     to the safe point, converted as a landing converts them."""
@@ -371,7 +361,7 @@ def _feed_keys(
     converters = info.layout().converters()
     keys: list[tuple[Any, ...]] = []
     for shard in shards:
-        start = max(positions.get(shard, ZERO_ULID), horizons.get(shard, ZERO_ULID))
+        start = max(landed.get(shard, ZERO_ULID), horizons.get(shard, ZERO_ULID))
         end = ends.get(shard, ZERO_ULID)
         if start >= end:
             continue
