@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.catalog import Catalog, CatalogError, connect_metastore
+from changefeed.spark.feedtable import BATCH_COLUMN, SHARD_COLUMN, ULID_COLUMN
 
-BATCH_COLUMN = "changefeed_batch"
-SHARD_COLUMN = "shard_id"
-ULID_COLUMN = "ulid"
 SESSION_CATALOG = "spark_catalog"
 
 

@@ -42,7 +42,6 @@ from changefeed.cli.local_spark import start_local_spark
 from changefeed.cli.metrics import exposition
 from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
 from changefeed.client import ZERO_ULID
-from changefeed.errors import ChangefeedError
 from changefeed.ulid import encode_one, timestamp_ms_one, timestamp_one
 
 # -- status --------------------------------------------------------------------------------
@@ -225,12 +224,13 @@ def _spark_cursors(
     if shared is not None:
         with_spark = []
         for feed, table in consumers:
-            try:
-                heads[table] = _catalog_heads(shared, table, shards[feed])
-            except _ReadWithSpark as exc:
-                print(f"changefeed status: {exc}: reading it with Spark (20-40 s)",
+            found = _catalog_heads(shared, table, shards[feed])
+            if isinstance(found, str):
+                print(f"changefeed status: {found}: reading it with Spark (20-40 s)",
                       file=sys.stderr, flush=True)  # fmt: skip
                 with_spark.append((feed, table))
+            else:
+                heads[table] = found
     if with_spark:
         heads.update(_heads_with_spark(warehouse, shared, with_spark))
     return [
@@ -240,11 +240,8 @@ def _spark_cursors(
     ]
 
 
-class _ReadWithSpark(ChangefeedError):
-    """A consumer table the catalog reader cannot read exactly."""
-
-
-def _catalog_heads(shared: Any, table: str, shards: Sequence[int]) -> dict[int, bytes]:
+def _catalog_heads(shared: Any, table: str, shards: Sequence[int]) -> dict[int, bytes] | str:
+    """``table``'s heads read without Spark, or why Spark must read them."""
     from changefeed.catalog_tables import NeedsSpark, TableNotInCatalog, feed_heads
 
     try:
@@ -252,9 +249,9 @@ def _catalog_heads(shared: Any, table: str, shards: Sequence[int]) -> dict[int, 
     except TableNotInCatalog:
         raise _missing(table, shared, None) from None
     except NeedsSpark as exc:
-        raise _ReadWithSpark(str(exc)) from None
+        return str(exc)
     except ImportError as exc:
-        raise _ReadWithSpark(f"{exc.name or 'pyarrow'} is not installed") from None
+        return f"{exc.name or 'pyarrow'} is not installed"
 
 
 def _missing(table: str, shared: Any, warehouse: str | None) -> CliError:
