@@ -386,7 +386,19 @@ def test_readme_commands_are_the_make_targets() -> None:
         makefile,
         re.M,
     )
-    assert re.search(r"^test: java venv jars compat-venv jvm-archive\n", makefile, re.M)
+    assert re.search(r"^test: test-setup\n", makefile, re.M)
+    assert_test_setup_does_everything(makefile)
+
+
+def assert_test_setup_does_everything(makefile: str) -> None:
+    """``test-setup`` (every test tier's prerequisite) checks Java, builds both
+    environments, fetches the jars, builds the class-data archive and runs ruff and mypy."""
+    found = re.search(r"^test-setup: java\n((?:\t.*\n)+)", makefile, re.M)
+    assert found, makefile
+    targets = {t for line in found.group(1).splitlines() for t in line.split()[3:]}
+    assert targets == {"venv", "jars", "compat-venv", "jvm-archive", "lint", "typecheck"}
+    assert re.search(r"^lint: venv\n\t\$\(BIN\)/ruff check ", makefile, re.M)
+    assert re.search(r"^typecheck: venv\n\t\$\(BIN\)/mypy\n", makefile, re.M)
 
 
 def test_readme_architecture_names_real_parts() -> None:
@@ -1162,12 +1174,12 @@ def test_testing_tiers_are_make_targets_and_select_tests() -> None:
     recording the groups' seconds); each pytest line selects tests."""
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^WORKERS \?= 2$", makefile, re.M)  # two workers, as the page says
-    prerequisites = "java venv jars compat-venv jvm-archive"
     recipes = {
-        name: re.search(rf"^{name}: {prerequisites}\n((?:\t.*\n)+)", makefile, re.M)
+        name: re.search(rf"^{name}: test-setup\n((?:\t.*\n)+)", makefile, re.M)
         for name in ("test", "test-fast", "test-durations")
     }
     assert all(recipes.values()), makefile
+    assert_test_setup_does_everything(makefile)
     assert "pytest -n $(WORKERS)\n" in recipes["test"].group(1)
     assert 'pytest -n $(WORKERS) -m "not slow"\n' in recipes["test-fast"].group(1)
     recording = "CHANGEFEED_RECORD_DURATIONS=1 $(BIN)/python -m pytest -n $(WORKERS)\n"
