@@ -95,9 +95,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         schedule.write_durations(_RUN_SECONDS)
 
 
-#: The Spark kill scenario (four Spark driver processes, each with dbt runs) takes about two
-#: minutes alone, and several times that while the other worker runs Spark too; its
-#: session fixture's set-up is charged to the first test that asks for it.
+#: The Spark kill scenario (a resident and three killed Spark drivers, with dbt runs) takes
+#: about two minutes alone, and several times that while the other worker runs Spark too;
+#: its session fixture's set-up is charged to the first test that asks for it.
 KILL_SCENARIO_TIMEOUT_S = 1800
 
 

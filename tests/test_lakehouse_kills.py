@@ -1,25 +1,26 @@
 """Delta Lake and Iceberg feeds, landing, publishing and consumers, SIGKILLed mid-write and
 re-run (docs/spark.md "What the tests cover"; protocol 11.2 and 11.6).
 
-Per format, six driver processes (tests/support/spark_kill_scenario.py) share one Derby
-metastore and warehouse. Schema BASE runs every step uninterrupted; schema KILL runs the
-same steps, and five of its writes are SIGKILLed (the whole process group, JVM included)
-once a task has written a data file of the write and before its commit (Delta's
-``_delta_log`` entry, Iceberg's new metadata file). The consumers are two, one merging on
-``(shard_id, ulid)`` with ``feed_events``, one appending with the safe point and cursor
-written out; per format, "first" is the merge consumer on Delta and the append one on
-Iceberg, "other" the other one:
+Per format, driver processes (tests/support/spark_kill_scenario.py) share one Derby
+metastore and warehouse: one resident driver runs every uninterrupted step, and each of
+five writes in schema KILL runs in a fresh driver of its own, SIGKILLed (the whole process
+group, JVM included) once a task has written a data file of the write and before its
+commit (Delta's ``_delta_log`` entry, Iceberg's new metadata file). Schema BASE runs every
+step uninterrupted. The consumers are two, one merging on ``(shard_id, ulid)`` with
+``feed_events``, one appending with the safe point and cursor written out; per format,
+"first" is the merge consumer on Delta and the append one on Iceberg, "other" the other
+one. In order:
 
-* P1: BASE and KILL land batch 1 of a PostgreSQL feed (``changefeed.spark.landing``); BASE
+* BASE and KILL land batch 1 of a PostgreSQL feed (``changefeed.spark.landing``); BASE
   runs round 1 (a publishing model and both consumers); KILL runs the publishing model and
-  "first", and the first run of "other" (a create table as select) is killed.
-* P2: that first run re-run; new events; BASE lands batch 2 and runs round 2; KILL's
-  landing of batch 2 is killed.
-* P3: the landing re-run; KILL's round-2 publishing run is killed.
-* P4: the publishing run re-run; the round-2 run of "first" is killed.
-* P5: "first" re-run; the round-2 run of "other" is killed.
-* P6: round 2 re-run; then batch 3 is landed, the health models run, and both consumers
-  are rebuilt with ``--full-refresh``.
+  "first"; the first run of "other" (a create table as select) is killed.
+* That first run re-run; new events; BASE lands batch 2 and runs round 2; KILL's landing
+  of batch 2 is killed.
+* The landing re-run; KILL's round-2 publishing run is killed.
+* The publishing run re-run; the round-2 run of "first" is killed.
+* "first" re-run; the round-2 run of "other" is killed.
+* Round 2 re-run; then batch 3 is landed, the health models run, and both consumers are
+  rebuilt with ``--full-refresh``.
 
 After each kill the killed table is as it was before the step; after the re-runs every
 table equals BASE's, row for row, ULIDs and batch numbers included. Iceberg's Hadoop
@@ -38,7 +39,12 @@ import pytest
 from tests.support import spark_source as kit
 from tests.support.dbt_harness import REPO_ROOT
 from tests.support.real_parts import unavailable
-from tests.support.spark_kill_scenario import PlanResult, data_files_written, run_plan
+from tests.support.spark_kill_scenario import (
+    PlanResult,
+    Resident,
+    data_files_written,
+    run_plan,
+)
 
 #: Each format's scenario (six driver JVMs) is charged to its first test; on a busy
 #: machine it takes several times its quiet-machine minutes (see conftest's kill scenario).
@@ -238,56 +244,57 @@ def scenario(f: Format, uri: str, feed: str, packages: Path) -> dict[str, Any]:
     }  # fmt: skip
     options = kit.options(uri, feed, payload="true", pageSize=PAGE_SIZE)
     results: dict[str, PlanResult] = {}
-
-    def killed_at(steps: list[dict[str, Any]], schema: str, table: str) -> Any:
-        index = len(steps) - 1
-        return lambda: data_files_written(work, index, f.data_dir(schema, table))
-
     consumer, other = KILLED_CONSUMER[f.fmt], OTHER_CONSUMER[f.fmt]
-    steps = [*setup(f, BASE), *setup(f, KILL), *events(uri, feed, 1)]
-    steps += [landing(f, BASE, options), shop(f, BASE, 1), run(f, BASE, 1)]
-    steps += [landing(f, KILL, options), shop(f, KILL, 1), run(f, KILL, 1, PUBLISHED, consumer)]
-    steps += [run(f, KILL, 1, other, env=SLOW)]
-    results["first"] = run_plan(work, {**plan, "steps": steps},
-                                kill_when=killed_at(steps, KILL, other))  # fmt: skip
 
-    steps = [dump(f, "after_first.json", KILL, other), run(f, KILL, 1, other)]
-    steps += [*events(uri, feed, 2), shop(f, BASE, 2), shop(f, KILL, 2)]
-    steps += [landing(f, BASE, options), run(f, BASE, 2), dump(f, "base.json", BASE)]
-    steps += [dump(f, "before.json", KILL), landing(f, KILL, options)]
-    results["land"] = run_plan(work, {**plan, "steps": steps},
-                               kill_when=killed_at(steps, KILL, LANDED))  # fmt: skip
+    with Resident(work, plan) as resident:
 
-    steps = [dump(f, "after_land.json", KILL), landing(f, KILL, options),
-             run(f, KILL, 2, PUBLISHED, env=SLOW)]  # fmt: skip
-    results["publish"] = run_plan(work, {**plan, "steps": steps},
-                                  kill_when=killed_at(steps, KILL, PUBLISHED))  # fmt: skip
+        def killed(name: str, step: dict[str, Any], schema: str, table: str) -> None:
+            directory = f.data_dir(schema, table)
+            when = lambda: data_files_written(work, 0, directory)  # noqa: E731
+            results[name] = run_plan(work, {**plan, "steps": [step]}, kill_when=when)
 
-    steps = [dump(f, "after_publish.json", KILL), run(f, KILL, 2, PUBLISHED),
-             run(f, KILL, 2, consumer, env=SLOW_ROUND_2)]  # fmt: skip
-    results["consume"] = run_plan(work, {**plan, "steps": steps},
-                                  kill_when=killed_at(steps, KILL, consumer))  # fmt: skip
+        results["round_1"] = resident.run([
+            *setup(f, BASE), *setup(f, KILL), *events(uri, feed, 1),
+            landing(f, BASE, options), shop(f, BASE, 1), run(f, BASE, 1),
+            landing(f, KILL, options), shop(f, KILL, 1), run(f, KILL, 1, PUBLISHED, consumer),
+        ])  # fmt: skip
+        killed("first", run(f, KILL, 1, other, env=SLOW), KILL, other)
 
-    steps = [dump(f, "after_consume.json", KILL), run(f, KILL, 2, consumer),
-             run(f, KILL, 2, other, env=SLOW_ROUND_2)]  # fmt: skip
-    results["consume_other"] = run_plan(work, {**plan, "steps": steps},
-                                        kill_when=killed_at(steps, KILL, other))  # fmt: skip
+        results["round_2"] = resident.run([
+            dump(f, "after_first.json", KILL, other), run(f, KILL, 1, other),
+            *events(uri, feed, 2), shop(f, BASE, 2), shop(f, KILL, 2),
+            landing(f, BASE, options), run(f, BASE, 2), dump(f, "base.json", BASE),
+            dump(f, "before.json", KILL),
+        ])  # fmt: skip
+        killed("land", landing(f, KILL, options), KILL, LANDED)
 
-    steps = [
-        dump(f, "after_consume_other.json", KILL),
-        run(f, KILL, 2),
-        dump(f, "final.json", KILL),
-        *events(uri, feed, 3),
-        landing(f, KILL, options),
-        run(f, KILL, 2, *HEALTH),
-        {"dump": {"out": "health.json",
-                  "tables": [f.health(KILL, t) for t in HEALTH]
-                  + [f.name(KILL, t) for t in (LANDED, *MODELS)]}},
-        run(f, KILL, 2, *CONSUMERS, full_refresh=True),
-        dump(f, "full_refresh.json", KILL, LANDED, *CONSUMERS),
-    ]  # fmt: skip
-    results["final"] = run_plan(work, {**plan, "steps": steps})
-    dumps = {p.stem: json.loads(p.read_text()) for p in work.glob("*.json") if p.stem != "plan"}
+        results["relanded"] = resident.run([dump(f, "after_land.json", KILL),
+                                            landing(f, KILL, options)])  # fmt: skip
+        killed("publish", run(f, KILL, 2, PUBLISHED, env=SLOW), KILL, PUBLISHED)
+
+        results["republished"] = resident.run([dump(f, "after_publish.json", KILL),
+                                               run(f, KILL, 2, PUBLISHED)])  # fmt: skip
+        killed("consume", run(f, KILL, 2, consumer, env=SLOW_ROUND_2), KILL, consumer)
+
+        results["reconsumed"] = resident.run([dump(f, "after_consume.json", KILL),
+                                              run(f, KILL, 2, consumer)])  # fmt: skip
+        killed("consume_other", run(f, KILL, 2, other, env=SLOW_ROUND_2), KILL, other)
+
+        results["final"] = resident.run([
+            dump(f, "after_consume_other.json", KILL),
+            run(f, KILL, 2),
+            dump(f, "final.json", KILL),
+            *events(uri, feed, 3),
+            landing(f, KILL, options),
+            run(f, KILL, 2, *HEALTH),
+            {"dump": {"out": "health.json",
+                      "tables": [f.health(KILL, t) for t in HEALTH]
+                      + [f.name(KILL, t) for t in (LANDED, *MODELS)]}},
+            run(f, KILL, 2, *CONSUMERS, full_refresh=True),
+            dump(f, "full_refresh.json", KILL, LANDED, *CONSUMERS),
+        ])  # fmt: skip
+    dumps = {p.stem: json.loads(p.read_text()) for p in work.glob("*.json")
+             if not p.stem.startswith(("plan", "resident"))}  # fmt: skip
     return {"format": f, "results": results, "dumps": dumps}
 
 

@@ -327,6 +327,6 @@ def test_compiled_sql_shows_the_window(scenario: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_dbt_unit_test_overrides_the_cursor_and_safe_point(scenario: dict[str, Any]) -> None:
     """integration_tests/models/spark/cf_spark_unit_tests.yml, run in the baseline."""
-    steps = scenario["results"]["k1"].steps
+    steps = scenario["results"]["base"].steps
     unit = [s for s in steps if s.get("name") == "unit tests"]
     assert unit and unit[0].get("error") is None and "failed" not in unit[0], steps

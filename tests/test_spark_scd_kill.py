@@ -2,11 +2,11 @@
 (docs/protocol.md 11.8, C1 for state tables): the re-run gives the state and cursor tables
 of an uninterrupted run.
 
-Four driver processes (tests/support/spark_kill_scenario.py, Delta and Iceberg on a Derby
-Hive metastore) share one warehouse. The first runs the uninterrupted baseline (schema
+Driver processes (tests/support/spark_kill_scenario.py, Delta and Iceberg on a Derby Hive
+metastore) share one warehouse. A resident driver runs the uninterrupted baseline (schema
 cfk_base) and the same first round in cfk_kill, lands round 2 and runs it uninterrupted in
-cfk_base; then, one format per process, round 2 in cfk_kill is killed while its apply
-writes and the next process re-runs it:
+cfk_base; then, one format at a time, round 2 in cfk_kill runs in a fresh driver that is
+killed while its apply writes, and the resident driver re-runs it:
 
 Per format one model is built and killed (the state table of the other materialization
 is the same machinery; tests/test_spark_scd.py runs both on every format):
@@ -36,6 +36,7 @@ from tests.support.dbt_harness import package_project
 from tests.support.dbt_spark import SCHEMA_MACRO
 from tests.support.spark_kill_scenario import (
     PlanResult,
+    Resident,
     run_plan,
     step_started,
     table_dir,
@@ -170,7 +171,8 @@ def dump(out: str, run_of: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The four processes (the module docstring); their results and the tables' dumps."""
+    """The resident driver and the three killed ones (the module docstring); their results
+    and the tables' dumps."""
     root = tmp_path_factory.mktemp("scd_kill")
     work = root / "work"
     paths = projects(root)
@@ -181,34 +183,40 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     def every_format(run_of: str) -> list[dict[str, Any]]:
         return [step for fmt in FORMATS for step in run(run_of, fmt, paths)]
 
-    steps: list[dict[str, Any]] = [
-        {"dbt": ["deps"], "project_dir": str(paths["iceberg"])},
-        {"sql": f"create database if not exists spark_catalog.{SOURCE}"},
-        # the Iceberg (hadoop) catalog cannot list namespaces before its warehouse exists
-        *({"sql": f"create namespace if not exists iceberg.{s}"} for _, s in SCHEMAS.values()),
-        {"land": {"table": FEED, "rows": rows(1)}},
-        *every_format("base"),
-        *every_format("kill"),
-        {"land": {"table": FEED, "rows": rows(2)}},
-        *every_format("base"),
-        dump("base.json", "base"),
-    ]
-    for fmt, rerun in zip(FORMATS, (None, "parquet", "delta"), strict=True):
-        if rerun is not None:
-            steps = [dump(f"after_kill_{rerun}.json", "kill"), *run("kill", rerun, paths)]
-        steps += [*SLOW_WRITE, *run("kill", fmt, paths)]
-        index = len(steps) - (2 if fmt == "iceberg" else 1)
-        when = kill_condition(work, fmt)
-        results[fmt] = run_plan(
-            work, {**plan, "steps": steps}, kill_when=lambda when=when, index=index: when(index)
-        )
-        # a failed step ends the process before its kill: stop at the first
-        assert results[fmt].failure() is None, f"{fmt}: {results[fmt].failure()}"
-        assert results[fmt].killed, f"{fmt}: the run ended before its kill\n{results[fmt].output}"
-    steps = [dump("after_kill_iceberg.json", "kill"), *run("kill", "iceberg", paths)]
-    results["final"] = run_plan(work, {**plan, "steps": [*steps, dump("final.json", "kill")]})
+    with Resident(work, plan) as resident:
+        results["rounds"] = resident.run([
+            {"dbt": ["deps"], "project_dir": str(paths["iceberg"])},
+            {"sql": f"create database if not exists spark_catalog.{SOURCE}"},
+            # the Iceberg (hadoop) catalog cannot list namespaces before its warehouse exists
+            *({"sql": f"create namespace if not exists iceberg.{s}"} for _, s in SCHEMAS.values()),
+            {"land": {"table": FEED, "rows": rows(1)}},
+            *every_format("base"),
+            *every_format("kill"),
+            {"land": {"table": FEED, "rows": rows(2)}},
+            *every_format("base"),
+            dump("base.json", "base"),
+        ])  # fmt: skip
+        for fmt, rerun in zip(FORMATS, (None, "parquet", "delta"), strict=True):
+            if rerun is not None:
+                rerun_steps = [dump(f"after_kill_{rerun}.json", "kill"), *run("kill", rerun, paths)]
+                results[f"rerun_{rerun}"] = resident.run(rerun_steps)
+            steps = [*SLOW_WRITE, *run("kill", fmt, paths)]
+            index = len(steps) - (2 if fmt == "iceberg" else 1)
+            when = kill_condition(work, fmt)
+            results[fmt] = run_plan(
+                work, {**plan, "steps": steps}, kill_when=lambda when=when, index=index: when(index)
+            )
+            # a failed step ends the process before its kill: stop at the first
+            assert results[fmt].failure() is None, f"{fmt}: {results[fmt].failure()}"
+            ended = f"{fmt}: the run ended before its kill\n{results[fmt].output}"
+            assert results[fmt].killed, ended
+        rerun_iceberg = run("kill", "iceberg", paths)
+        results["final"] = resident.run([dump("after_kill_iceberg.json", "kill"), *rerun_iceberg,
+                                         dump("final.json", "kill")])  # fmt: skip
     dumps = {
-        p.stem: json.loads(p.read_text()) for p in work.glob("*.json") if p.name != "plan.json"
+        p.stem: json.loads(p.read_text())
+        for p in work.glob("*.json")
+        if not p.stem.startswith(("plan", "resident"))
     }
     return {"results": results, "dumps": dumps, "work": work}
 

@@ -29,6 +29,15 @@ its source (``reflect('java.lang.Thread', 'sleep', ...)`` is not).
 
 The test kills the whole process group (this Python process and its Spark JVM) with
 SIGKILL, which is what a lost node or an OOM kill does.
+
+``python tests/support/spark_kill_scenario.py --resident PLAN.json`` is the **resident
+driver** (:class:`Resident`): one process that runs a scenario's uninterrupted steps, plan
+after plan, so that they share one warm JVM and one dbt parse, while only a step that is
+killed gets a fresh process of its own (:func:`run_plan`). The two never run at once, and
+an embedded Derby metastore admits one JVM: after each plan the resident shuts its Derby
+database down (which releases the database's lock; the metastore's connection pool opens
+it again on its next use), and before each plan it forgets every table it had cached,
+since a killed process may have changed the files underneath.
 """
 
 from __future__ import annotations
@@ -211,9 +220,8 @@ def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | Non
     return "\n".join(messages) or "dbt failed"
 
 
-def main() -> None:
-    plan = json.loads(Path(sys.argv[1]).read_text())
-    workdir = Path(plan["workdir"])
+def _session(plan: dict[str, Any], workdir: Path) -> Any:
+    """The driver's Spark session, and dbt made ready to run in this process."""
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
     from changefeed.local_spark import local_spark_session
 
@@ -229,15 +237,23 @@ def main() -> None:
         spark.conf.set("spark.sql.defaultCatalog", plan["default_catalog"])
     if plan.get("sleep_udf"):
         _register_sleep(spark)
-    log = workdir / "steps.jsonl"
     from tests.support.dbt_harness import deps_lock, speed_up_in_process_dbt
 
     speed_up_in_process_dbt()  # as in the tests' own harness
     if not (Path(plan["packages_dir"]) / "changefeed").exists():
         with deps_lock(Path(_project_dir(plan))):
             _dbt(workdir, plan, {"dbt": ["deps"]})
+    return spark
+
+
+def _run_steps(
+    spark: Any, workdir: Path, plan: dict[str, Any], log: Path, *, mark_steps: bool = True
+) -> bool:
+    """Run ``plan["steps"]`` in order, one JSON line per finished step in ``log``; False
+    after the first failed step (its traceback in its line)."""
     for index, step in enumerate(plan["steps"]):
-        (workdir / "current_step").write_text(f"{index} {time.time()}")
+        if mark_steps:
+            (workdir / "current_step").write_text(f"{index} {time.time()}")
         started = time.monotonic()
         record: dict[str, Any] = {"index": index, "step": next(iter(step))}
         if "name" in step:
@@ -264,9 +280,9 @@ def main() -> None:
             elif "dump" in step:
                 out = _dump(spark, step["dump"]["tables"])
                 (workdir / step["dump"]["out"]).write_text(json.dumps(out))
-            elif "pause_before" in step:
+            elif "pause_before" in step and mark_steps:  # never in the resident driver
                 _pause_hook(step["pause_before"], False, workdir / "paused")
-            elif "pause_after" in step:
+            elif "pause_after" in step and mark_steps:
                 _pause_hook(step["pause_after"], True, workdir / "paused")
             else:
                 raise ValueError(f"unknown step {step}")
@@ -274,15 +290,67 @@ def main() -> None:
             record["failed"] = traceback.format_exc()
             with log.open("a") as fh:
                 fh.write(json.dumps(record) + "\n")
-            sys.exit(1)
+            return False
         record["seconds"] = round(time.monotonic() - started, 2)
         with log.open("a") as fh:
             fh.write(json.dumps(record) + "\n")
+    return True
+
+
+def main() -> None:
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    workdir = Path(plan["workdir"])
+    spark = _session(plan, workdir)
+    if not _run_steps(spark, workdir, plan, workdir / "steps.jsonl"):
+        sys.exit(1)
+    spark.stop()
+
+
+def _release_metastore(spark: Any, workdir: Path) -> None:
+    """Shut the embedded Derby database of the metastore down: its lock goes, and a killed
+    process can open it. (Derby reports a shutdown as an SQLException.)"""
+    database = workdir / "warehouse" / "metastore_db"
+    if not database.exists():  # no statement has used the metastore yet: nothing is locked
+        return
+    url = f"jdbc:derby:;databaseName={database};shutdown=true"
+    try:
+        spark.sparkContext._jvm.java.sql.DriverManager.getConnection(url)
+    except Exception as exc:  # the expected way Derby says "shut down"
+        if "08006" not in str(exc) and "shutdown" not in str(exc).lower():
+            raise
+
+
+def _forget_tables(spark: Any) -> None:
+    """Drop every cached table and file listing: a killed process ran since the last plan."""
+    spark.catalog.clearCache()
+    spark._jsparkSession.sessionState().catalog().invalidateAllCachedTables()
+
+
+def resident() -> None:
+    """The resident driver: one plan per line of standard input (a plan file's path), each
+    answered by one line in ``workdir/resident.jsonl`` once it has run."""
+    plan = json.loads(Path(sys.argv[2]).read_text())
+    workdir = Path(plan["workdir"])
+    spark = _session(plan, workdir)
+    answers = workdir / "resident.jsonl"
+    _release_metastore(spark, workdir)
+    with answers.open("a") as fh:
+        fh.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(Path(line.strip()).read_text())
+        _forget_tables(spark)
+        ok = _run_steps(spark, workdir, request, Path(request["log"]), mark_steps=False)
+        _release_metastore(spark, workdir)
+        with answers.open("a") as fh:
+            fh.write(json.dumps({"plan": request["number"], "ok": ok}) + "\n")
     spark.stop()
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--resident":
+        resident()
+    else:
+        main()
 
 
 # -- test side: run a plan in a new process group, optionally kill it -------------------
@@ -326,8 +394,9 @@ def run_plan(
     import subprocess
 
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "steps.jsonl").unlink(missing_ok=True)
-    (workdir / "paused").unlink(missing_ok=True)
+    # An earlier process's step marker would date this one's step (step_started)
+    for debris in ("steps.jsonl", "paused", "current_step"):
+        (workdir / debris).unlink(missing_ok=True)
     plan = {**plan, "workdir": str(workdir)}
     plan_file = workdir / "plan.json"
     plan_file.write_text(json.dumps(plan))
@@ -367,6 +436,97 @@ def run_plan(
     )
     output = log_file.read_text(errors="replace")[-4000:]
     return PlanResult(proc.returncode, steps, killed, time.monotonic() - started, output)
+
+
+class Resident:
+    """The resident driver of one scenario (the module docstring): started with the
+    scenario's plan settings, it runs plan after plan of uninterrupted steps in one
+    process. Use it as a context manager; :meth:`run` returns what :func:`run_plan` does
+    (``killed`` None, return code 0 or 1)."""
+
+    def __init__(self, workdir: Path, plan: dict[str, Any], *, timeout: float = 900.0) -> None:
+        import subprocess
+
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir, self.plan, self.timeout = workdir, {**plan, "workdir": str(workdir)}, timeout
+        self.answers = workdir / "resident.jsonl"
+        self.answers.unlink(missing_ok=True)
+        self.log_file = workdir / "resident.log"
+        self.number = 0
+        settings = workdir / "resident-plan.json"
+        settings.write_text(json.dumps({**self.plan, "steps": []}))
+        with self.log_file.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--resident", str(settings)],
+                cwd=workdir, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, text=True,
+            )  # fmt: skip
+        self._wait(lambda answer: "ready" in answer, "start")
+
+    def __enter__(self) -> Resident:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _answers(self) -> list[dict[str, Any]]:
+        if not self.answers.exists():
+            return []
+        return [json.loads(line) for line in self.answers.read_text().splitlines() if line]
+
+    def _wait(self, done: Any, what: str) -> dict[str, Any]:
+        started = time.monotonic()
+        while True:
+            for answer in self._answers():
+                if done(answer):
+                    return answer
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the resident driver exited ({self.proc.returncode}) during {what}:\n"
+                    + self.log_file.read_text(errors="replace")[-4000:]
+                )
+            if time.monotonic() - started > self.timeout:
+                self.close()
+                raise RuntimeError(f"the resident driver took over {self.timeout} s for {what}")
+            time.sleep(0.05)
+
+    def run(self, steps: list[dict[str, Any]]) -> PlanResult:
+        """Run ``steps`` in the resident process; their records as :class:`PlanResult`.
+        Uninterrupted steps must succeed: a failed one raises, with its traceback."""
+        self.number += 1
+        number = self.number
+        log = self.workdir / f"resident-steps-{number}.jsonl"
+        log.unlink(missing_ok=True)
+        request = self.workdir / f"resident-plan-{number}.json"
+        request.write_text(json.dumps({**self.plan, "steps": steps, "number": number,
+                                       "log": str(log)}))  # fmt: skip
+        started = time.monotonic()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{request}\n")
+        self.proc.stdin.flush()
+        answer = self._wait(lambda a: a.get("plan") == number, f"plan {number}")
+        lines = log.read_text().splitlines() if log.exists() else []
+        records = [json.loads(line) for line in lines]
+        output = self.log_file.read_text(errors="replace")[-4000:]
+        result = PlanResult(0 if answer["ok"] else 1, records, None,
+                            time.monotonic() - started, output)  # fmt: skip
+        if result.failure() is not None:
+            raise RuntimeError(f"plan {number} of the resident driver: {result.failure()}")
+        return result
+
+    def close(self) -> None:
+        """End the process: its standard input closes, it stops its session and exits."""
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:  # a stuck JVM: end its whole group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=60)
 
 
 def table_dir(workdir: Path, schema: str, table: str) -> Path:
@@ -519,15 +679,17 @@ def dumped_rows(dump: dict[str, Any], schema: str, table: str) -> Counter[tuple[
 
 
 def kill_scenario(root: Path) -> dict[str, Any]:
-    """Run the kill scenario once per test session (memoised on ``root``): four driver
-    processes sharing one warehouse and metastore.
+    """Run the kill scenario once per test session (memoised on ``root``): a resident
+    driver runs every uninterrupted step, and three runs in KILL each run in a fresh
+    driver that is killed, all sharing one warehouse and metastore.
 
-    * P1: the uninterrupted baseline in BASE (2 rounds, then the health and full-refresh
-      checks); then round 1 in KILL, killed while the consumer's first run writes.
-    * P2: round 1 re-run; round 2's publishing run killed while its write job runs.
-    * P3: the publishing run re-run; round 2's consumer run killed while it writes.
+    * The uninterrupted baseline in BASE (2 rounds, then the health and full-refresh
+      checks); then round 1 in KILL up to the consumer, whose first run is killed while it
+      writes (k1).
+    * Round 1 re-run; round 2's publishing run killed while its write job runs (p1).
+    * The publishing run re-run; round 2's consumer run killed while it writes (k2).
     * (the test process makes an unregistered partition directory, see below)
-    * P4: round 2 re-run; the final dumps.
+    * Round 2 re-run; the final dumps.
 
     Returns {"results": {name: PlanResult}, "dumps": {name: dump}, "workdir", "orphan"}.
     """
@@ -537,78 +699,67 @@ def kill_scenario(root: Path) -> dict[str, Any]:
     work = root / "work"
     plan = {"schema": KILL, "packages_dir": str(root / "dbt_packages"), "vars": VARS}
     results: dict[str, PlanResult] = {}
-
-    steps = [*setup_steps(BASE)]
-    for n in (1, 2):
-        steps += [*data_steps(BASE, n), run_step(BASE, n)]
-    steps += [
-        {"dbt": ["test", "--select", "test_type:unit"], "schema": BASE, "name": "unit tests"},
-        dump_step("base.json", BASE),
-        # Health: land a 3rd batch and run only CONSUMER, so SHORT lags behind.
-        {"land": {"table": f"{BASE}.{LANDED}", "rows": landed_rows(3)}},
-        run_step(BASE, 2, CONSUMER),
-        {"dbt": ["run", "--select", *HEALTH], "schema": BASE},
-        dump_step("health.json", BASE, *HEALTH, LANDED, *MODELS),
-        run_step(BASE, 2, CONSUMER, full_refresh=True),
-        dump_step("base_full_refresh.json", BASE, CONSUMER),
-        *setup_steps(KILL),
-        *data_steps(KILL, 1),
-        run_step(KILL, 1, CONSUMER, env=SLOW),
-    ]
     consumer_dir = table_dir(work, KILL, CONSUMER)
-    k1 = len(steps) - 1
-    results["k1"] = run_plan(
-        work, {**plan, "steps": steps}, kill_when=lambda: written_parts(work, k1, consumer_dir)
-    )
-
     published_dir = table_dir(work, KILL, PUBLISHED)
-    steps = [
-        dump_step("after_k1.json", KILL, *KILL_MODELS),
-        run_step(KILL, 1, *KILL_MODELS),
-        *data_steps(KILL, 2),
-        run_step(KILL, 2, PUBLISHED, env=SLOW),
-    ]
-    p1 = len(steps) - 1
-    results["p1"] = run_plan(
-        work, {**plan, "steps": steps}, kill_when=lambda: staging_started(work, p1, published_dir)
-    )
-
-    steps = [
-        dump_step("after_p1.json", KILL, *KILL_MODELS),
-        run_step(KILL, 2, PUBLISHED),
-        run_step(KILL, 2, CONSUMER, env=SLOW),
-    ]
-    k2 = len(steps) - 1
-    results["k2"] = run_plan(
-        work, {**plan, "steps": steps}, kill_when=lambda: written_parts(work, k2, consumer_dir)
-    )
-
-    # The state of a kill between a partition directory's rename and its registration,
-    # made by hand: an unregistered copy of batch 1 where PUB_CONSUMER's next batch (2)
-    # will go. If anything ever read it, its rows would be duplicates.
     pub_consumer_dir = table_dir(work, KILL, PUB_CONSUMER)
     orphan = pub_consumer_dir / "changefeed_batch=2"
-    if (pub_consumer_dir / "changefeed_batch=1").is_dir() and not orphan.exists():
-        import shutil
 
-        shutil.copytree(pub_consumer_dir / "changefeed_batch=1", orphan)
+    with Resident(work, plan) as resident:
 
-    results["final"] = run_plan(
-        work,
-        {
-            **plan,
-            "steps": [
-                dump_step("after_k2.json", KILL, *KILL_MODELS),
-                run_step(KILL, 2, *KILL_MODELS),
-                dump_step("final.json", KILL, *KILL_MODELS),
-            ],
-        },
-    )
+        def killed(name: str, step: dict[str, Any], when: Any) -> None:
+            results[name] = run_plan(work, {**plan, "steps": [step]}, kill_when=when)
+
+        steps = [*setup_steps(BASE)]
+        for n in (1, 2):
+            steps += [*data_steps(BASE, n), run_step(BASE, n)]
+        steps += [
+            {"dbt": ["test", "--select", "test_type:unit"], "schema": BASE, "name": "unit tests"},
+            dump_step("base.json", BASE),
+            # Health: land a 3rd batch and run only CONSUMER, so SHORT lags behind.
+            {"land": {"table": f"{BASE}.{LANDED}", "rows": landed_rows(3)}},
+            run_step(BASE, 2, CONSUMER),
+            {"dbt": ["run", "--select", *HEALTH], "schema": BASE},
+            dump_step("health.json", BASE, *HEALTH, LANDED, *MODELS),
+            run_step(BASE, 2, CONSUMER, full_refresh=True),
+            dump_step("base_full_refresh.json", BASE, CONSUMER),
+            *setup_steps(KILL),
+            *data_steps(KILL, 1),
+        ]
+        results["base"] = resident.run(steps)
+        killed("k1", run_step(KILL, 1, CONSUMER, env=SLOW),
+               lambda: written_parts(work, 0, consumer_dir))  # fmt: skip
+
+        results["round_1"] = resident.run([
+            dump_step("after_k1.json", KILL, *KILL_MODELS),
+            run_step(KILL, 1, *KILL_MODELS),
+            *data_steps(KILL, 2),
+        ])  # fmt: skip
+        killed("p1", run_step(KILL, 2, PUBLISHED, env=SLOW),
+               lambda: staging_started(work, 0, published_dir))  # fmt: skip
+
+        results["published"] = resident.run([dump_step("after_p1.json", KILL, *KILL_MODELS),
+                                             run_step(KILL, 2, PUBLISHED)])  # fmt: skip
+        killed("k2", run_step(KILL, 2, CONSUMER, env=SLOW),
+               lambda: written_parts(work, 0, consumer_dir))  # fmt: skip
+
+        # The state of a kill between a partition directory's rename and its registration,
+        # made by hand: an unregistered copy of batch 1 where PUB_CONSUMER's next batch (2)
+        # will go. If anything ever read it, its rows would be duplicates.
+        if (pub_consumer_dir / "changefeed_batch=1").is_dir() and not orphan.exists():
+            import shutil
+
+            shutil.copytree(pub_consumer_dir / "changefeed_batch=1", orphan)
+
+        results["final"] = resident.run([
+            dump_step("after_k2.json", KILL, *KILL_MODELS),
+            run_step(KILL, 2, *KILL_MODELS),
+            dump_step("final.json", KILL, *KILL_MODELS),
+        ])  # fmt: skip
 
     dumps = {
         path.stem: json.loads(path.read_text())
         for path in work.glob("*.json")
-        if path.name != "plan.json"
+        if not path.stem.startswith(("plan", "resident"))
     }
     scenario = {"results": results, "dumps": dumps, "workdir": work, "orphan": orphan}
     _SCENARIOS[key] = scenario
