@@ -13,7 +13,8 @@ from tests.support.faults.checker import check
 from tests.support.faults.fixtures import Connections, MakeFeed
 from tests.support.faults.load import run_load
 
-pytestmark = pytest.mark.postgres
+#: Writers and readers at once for seconds per test: slow on their own (docs/testing.md).
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("mode", ["blocking", "outbox"])

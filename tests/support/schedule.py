@@ -40,7 +40,10 @@ REPO = TESTS.parent
 DURATIONS = TESTS / "durations.json"
 
 #: A group whose recorded seconds exceed this counts as slow: `make test-fast` leaves it out.
-FAST_GROUP_SECONDS = 60.0
+#: In the gap of tests/durations.json between 40 s and 52 s, so that a group's usual
+#: run-to-run change does not move it between the tiers; `make test-fast` then runs in
+#: under five minutes on this project's 2-core machine (docs/testing.md).
+FAST_GROUP_SECONDS = 45.0
 
 KILL_SCENARIO_GROUP = "spark-kill-scenario"
 #: The modules whose tests read the session's Spark kill scenario (``kill_scenario_run``).
