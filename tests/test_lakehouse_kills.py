@@ -30,7 +30,6 @@ docs/spark.md, Table formats), reading the Iceberg tables.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from tests.support.spark_kill_scenario import (
     PlanResult,
     Resident,
     data_files_written,
+    read_dumps,
     run_plan,
 )
 
@@ -293,9 +293,7 @@ def scenario(f: Format, uri: str, feed: str, packages: Path) -> dict[str, Any]:
             run(f, KILL, 2, *CONSUMERS, full_refresh=True),
             dump(f, "full_refresh.json", KILL, LANDED, *CONSUMERS),
         ])  # fmt: skip
-    dumps = {p.stem: json.loads(p.read_text()) for p in work.glob("*.json")
-             if not p.stem.startswith(("plan", "resident"))}  # fmt: skip
-    return {"format": f, "results": results, "dumps": dumps}
+    return {"format": f, "results": results, "dumps": read_dumps(work)}
 
 
 @pytest.fixture(scope="module", params=["delta", "iceberg"])

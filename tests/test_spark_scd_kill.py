@@ -26,7 +26,6 @@ tests/test_spark_scd.py.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from tests.support.dbt_spark import SCHEMA_MACRO
 from tests.support.spark_kill_scenario import (
     PlanResult,
     Resident,
+    read_dumps,
     run_plan,
     step_started,
     table_dir,
@@ -213,12 +213,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         rerun_iceberg = run("kill", "iceberg", paths)
         results["final"] = resident.run([dump("after_kill_iceberg.json", "kill"), *rerun_iceberg,
                                          dump("final.json", "kill")])  # fmt: skip
-    dumps = {
-        p.stem: json.loads(p.read_text())
-        for p in work.glob("*.json")
-        if not p.stem.startswith(("plan", "resident"))
-    }
-    return {"results": results, "dumps": dumps, "work": work}
+    return {"results": results, "dumps": read_dumps(work), "work": work}
 
 
 def content(dump: dict[str, Any], table: str) -> Counter[tuple[Any, ...]]:

@@ -247,12 +247,14 @@ def _session(plan: dict[str, Any], workdir: Path) -> Any:
 
 
 def _run_steps(
-    spark: Any, workdir: Path, plan: dict[str, Any], log: Path, *, mark_steps: bool = True
+    spark: Any, workdir: Path, plan: dict[str, Any], log: Path, *, killable: bool = True
 ) -> bool:
     """Run ``plan["steps"]`` in order, one JSON line per finished step in ``log``; False
-    after the first failed step (its traceback in its line)."""
+    after the first failed step (its traceback in its line). A ``killable`` driver (not
+    the resident one) marks each step's start for the test's kill conditions
+    (:func:`step_started`) and may pause until it is killed."""
     for index, step in enumerate(plan["steps"]):
-        if mark_steps:
+        if killable:
             (workdir / "current_step").write_text(f"{index} {time.time()}")
         started = time.monotonic()
         record: dict[str, Any] = {"index": index, "step": next(iter(step))}
@@ -280,9 +282,9 @@ def _run_steps(
             elif "dump" in step:
                 out = _dump(spark, step["dump"]["tables"])
                 (workdir / step["dump"]["out"]).write_text(json.dumps(out))
-            elif "pause_before" in step and mark_steps:  # never in the resident driver
+            elif "pause_before" in step and killable:
                 _pause_hook(step["pause_before"], False, workdir / "paused")
-            elif "pause_after" in step and mark_steps:
+            elif "pause_after" in step and killable:
                 _pause_hook(step["pause_after"], True, workdir / "paused")
             else:
                 raise ValueError(f"unknown step {step}")
@@ -339,7 +341,7 @@ def resident() -> None:
     for line in sys.stdin:
         request = json.loads(Path(line.strip()).read_text())
         _forget_tables(spark)
-        ok = _run_steps(spark, workdir, request, Path(request["log"]), mark_steps=False)
+        ok = _run_steps(spark, workdir, request, Path(request["log"]), killable=False)
         _release_metastore(spark, workdir)
         with answers.open("a") as fh:
             fh.write(json.dumps({"plan": request["number"], "ok": ok}) + "\n")
@@ -442,7 +444,7 @@ class Resident:
     """The resident driver of one scenario (the module docstring): started with the
     scenario's plan settings, it runs plan after plan of uninterrupted steps in one
     process. Use it as a context manager; :meth:`run` returns what :func:`run_plan` does
-    (``killed`` None, return code 0 or 1)."""
+    (``killed`` None, return code 0), and raises when a step fails."""
 
     def __init__(self, workdir: Path, plan: dict[str, Any], *, timeout: float = 900.0) -> None:
         import subprocess
@@ -506,12 +508,12 @@ class Resident:
         self.proc.stdin.flush()
         answer = self._wait(lambda a: a.get("plan") == number, f"plan {number}")
         lines = log.read_text().splitlines() if log.exists() else []
-        records = [json.loads(line) for line in lines]
-        output = self.log_file.read_text(errors="replace")[-4000:]
-        result = PlanResult(0 if answer["ok"] else 1, records, None,
-                            time.monotonic() - started, output)  # fmt: skip
-        if result.failure() is not None:
-            raise RuntimeError(f"plan {number} of the resident driver: {result.failure()}")
+        result = PlanResult(0, [json.loads(line) for line in lines], None,
+                            time.monotonic() - started,
+                            self.log_file.read_text(errors="replace")[-4000:])  # fmt: skip
+        if not answer["ok"]:
+            raise RuntimeError(f"plan {number} of the resident driver failed: "
+                               f"{result.failure() or result.output}")  # fmt: skip
         return result
 
     def close(self) -> None:
@@ -527,6 +529,15 @@ class Resident:
             except subprocess.TimeoutExpired:  # a stuck JVM: end its whole group
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=60)
+
+
+def read_dumps(workdir: Path) -> dict[str, Any]:
+    """Every ``dump`` step's file in ``workdir``, by name (``out`` without ``.json``)."""
+    return {
+        path.stem: json.loads(path.read_text())
+        for path in workdir.glob("*.json")
+        if not path.stem.startswith(("plan", "resident"))  # the drivers' own files
+    }
 
 
 def table_dir(workdir: Path, schema: str, table: str) -> Path:
@@ -756,11 +767,6 @@ def kill_scenario(root: Path) -> dict[str, Any]:
             dump_step("final.json", KILL, *KILL_MODELS),
         ])  # fmt: skip
 
-    dumps = {
-        path.stem: json.loads(path.read_text())
-        for path in work.glob("*.json")
-        if not path.stem.startswith(("plan", "resident"))
-    }
-    scenario = {"results": results, "dumps": dumps, "workdir": work, "orphan": orphan}
+    scenario = {"results": results, "dumps": read_dumps(work), "workdir": work, "orphan": orphan}
     _SCENARIOS[key] = scenario
     return scenario
