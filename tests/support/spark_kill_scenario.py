@@ -322,6 +322,29 @@ def _release_metastore(spark: Any, workdir: Path) -> None:
             raise
 
 
+def _boot_metastore(spark: Any, workdir: Path, timeout: float = 60.0) -> None:
+    """Boot the Derby database of the metastore again in this process, before a plan's
+    first statement. After another process has held it (a killed driver, here), the
+    first boot in a process that had booted and shut it down before fails with XSDB6
+    ("another instance may have booted it"), and the one after it succeeds: measured, at
+    every kill. Left to Hive, that first failure happens inside its metastore call, and
+    Hive reports a database it could not read as missing, so that
+    ``spark.catalog.tableExists`` answers False for a table that exists."""
+    database = workdir / "warehouse" / "metastore_db"
+    if not database.exists():
+        return
+    url = f"jdbc:derby:;databaseName={database}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            spark.sparkContext._jvm.java.sql.DriverManager.getConnection(url).close()
+            return
+        except Exception as exc:
+            if "XSDB6" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def _forget_tables(spark: Any) -> None:
     """Drop every cached table and file listing: a killed process ran since the last plan."""
     spark.catalog.clearCache()
@@ -340,6 +363,7 @@ def resident() -> None:
         fh.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(Path(line.strip()).read_text())
+        _boot_metastore(spark, workdir)
         _forget_tables(spark)
         ok = _run_steps(spark, workdir, request, Path(request["log"]), killable=False)
         _release_metastore(spark, workdir)
