@@ -906,7 +906,7 @@ UNTESTABLE.update({
     ("docs/protocol.md", "5812ff04eddd"): "definitions in notation (||, least over ...)",
     ("docs/protocol.md", "a4ccaea05957"): "pseudo-code of the barrier loop",
     ("docs/spark.md", "9dad949b250e"): "a dbt unit test with `rows: [...]` placeholders",
-    ("docs/protocol.md", "e70283ec486b"): "a template with <schema>, <table> and L "
+    ("docs/protocol.md", "02ba42e6755f"): "a template with <schema>, <table> and L "
     "(the landing and feed_batch run the real statements; tests/test_spark_* kill tests)",
 })  # fmt: skip
 

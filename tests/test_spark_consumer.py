@@ -222,6 +222,20 @@ def test_orphaned_location_is_cleared(spark: Any, feed: str) -> None:
     assert spark.table(f"{UNIT}.orphan").count() == 1
 
 
+def test_table_exists_answers_from_the_catalog(spark: Any, feed: str) -> None:
+    """True for a table, False for a missing table or schema (both listed without it),
+    backticked parts, and a refusal of a name that is not one."""
+    from changefeed.spark.feedtable import table_exists
+
+    assert table_exists(spark, feed)
+    assert table_exists(spark, ".".join(f"`{p}`" for p in feed.split(".")))
+    assert not table_exists(spark, f"{UNIT}.no_such_table")
+    assert not table_exists(spark, "no_such_schema.no_such_table")
+    for bad in ("", "a..b", "`a.b", "a."):
+        with pytest.raises(ValueError, match="not a table name"):
+            table_exists(spark, bad)
+
+
 def test_macros_name_the_supported_adapters_elsewhere(dbt: Any) -> None:
     snippets = [
         "{{ changefeed.feed_safe_point(this, 'e') }}",

@@ -7,9 +7,20 @@
   The truncate in between empties the location and creates it if it is missing (the
   usual case, a clean first run): dropping a table whose location does not exist makes
   the metastore log a FileNotFoundException and "ERROR FileUtils: Failed to delete".
-  Idempotent, and safe to kill at any point (a re-run repeats it).
+  Idempotent, and safe to kill at any point (a re-run repeats it). It refuses a table
+  that the schema's listing shows (below).
 -#}
 {% macro _spark_clear_orphan_location(relation) %}
+  {#-- The caller found no such relation, but a metastore that failed to answer reads as
+       "no such table" too (Hive reports a database it could not read as missing), and
+       dbt's relation cache does not see a table created since the run began. Only
+       a listing of the schema without the table lets its location go: a listing that
+       fails stops the run, and one that shows the table stops it before anything is
+       deleted. --#}
+  {%- set listed = run_query('show tables in ' ~ adapter.quote(relation.schema)) -%}
+  {%- for row in listed.rows if not row[2] and (row[1] | string | lower) == (relation.identifier | lower) -%}
+    {{ exceptions.raise_compiler_error("changefeed: " ~ relation ~ " was looked up as missing, but its schema lists it (the metastore failed to answer, or another process created it meanwhile): its location was not cleared and nothing was written; run again") }}
+  {%- endfor -%}
   {%- set location = changefeed._spark_schema_location(relation.schema) -%}
   {%- set cleanup = api.Relation.create(
       database=relation.database, schema=relation.schema,

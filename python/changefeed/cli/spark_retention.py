@@ -90,10 +90,14 @@ def _spark(args: argparse.Namespace) -> Any:
 
 
 def _check_feed_table(spark: Any, table: str) -> None:
+    from changefeed.spark.feedtable import CatalogUnavailable, table_exists
+
     try:
-        exists = bool(spark.catalog.tableExists(table))
-    except Exception:  # a malformed name: Spark's parse error, one line of it
+        exists = table_exists(spark, table)
+    except ValueError:  # a malformed name
         exists = False
+    except CatalogUnavailable as exc:
+        raise CliError(str(exc)) from None
     if not exists:
         raise CliError(
             f"there is no table {table!r} in this Spark catalog: check --spark-table "

@@ -267,10 +267,16 @@ def _missing(table: str, shared: Any, warehouse: str | None) -> CliError:
 def _heads_with_spark(
     warehouse: str | None, shared: Any, consumers: Sequence[tuple[str, str]]
 ) -> dict[str, dict[int, bytes]]:
+    from changefeed.spark.feedtable import CatalogUnavailable, table_exists
+
     spark = start_local_spark(warehouse, "status", "--consumer")
     heads: dict[str, dict[int, bytes]] = {}
     for _, table in consumers:
-        if not spark.catalog.tableExists(table):
+        try:
+            exists = table_exists(spark, table)
+        except CatalogUnavailable as exc:
+            raise CliError(str(exc)) from None
+        if not exists:
             raise _missing(table, shared, warehouse)
         spark.sql(f"refresh table {table}")
         rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()

@@ -17,6 +17,7 @@ head nor past the cursor of a consumer it is given.
 """
 
 from changefeed.errors import FellBehindRetention
+from changefeed.spark.feedtable._catalog import CatalogUnavailable, table_exists
 from changefeed.spark.feedtable._feed import (
     BATCH_COLUMN,
     FORMATS,
@@ -46,6 +47,7 @@ __all__ = [
     "RESERVED_COLUMNS",
     "SHARD_COLUMN",
     "ULID_COLUMN",
+    "CatalogUnavailable",
     "FeedOrderError",
     "FellBehindRetention",
     "RetentionResult",
@@ -58,6 +60,7 @@ __all__ = [
     "newest_heads",
     "next_batch",
     "retain",
+    "table_exists",
     "table_format",
     "write_batch",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from changefeed.errors import ChangefeedError
+from changefeed.spark.feedtable._catalog import table_exists
 
 SHARD_COLUMN: Final = "shard_id"
 ULID_COLUMN: Final = "ulid"
@@ -42,10 +43,6 @@ def table_format(spark: Any, table: str) -> str:
     return "parquet"
 
 
-def _exists(spark: Any, table: str) -> bool:
-    return bool(spark.catalog.tableExists(table))
-
-
 def feed_heads(spark: Any, table: str, shards: Iterable[int] | None = None) -> dict[int, bytes]:
     """Each shard's head (= safe point): max(ulid) over the committed rows.
 
@@ -56,7 +53,7 @@ def feed_heads(spark: Any, table: str, shards: Iterable[int] | None = None) -> d
     shards met on the way are returned too. Empty for a feed that does not exist yet.
     """
     table = _table(table)
-    if not _exists(spark, table):
+    if not table_exists(spark, table):
         return {}
     spark.sql(f"refresh table {table}")
     batches = committed_batches(spark, table, table_format(spark, table))
@@ -115,7 +112,7 @@ def newest_heads(
 def next_batch(spark: Any, table: str) -> int:
     """The batch number of the next write: 1 + the highest committed batch (1 if none)."""
     table = _table(table)
-    if not _exists(spark, table):
+    if not table_exists(spark, table):
         return 1
     return max(committed_batches(spark, table, table_format(spark, table)), default=0) + 1
 
@@ -134,7 +131,7 @@ def clear_orphan_location(spark: Any, table: str) -> None:
     to create the table. Does nothing if the table exists.
     """
     table = _table(table)
-    if _exists(spark, table):
+    if table_exists(spark, table):
         return
     schema, _, name = table.rpartition(".")
     schema = schema or spark.catalog.currentDatabase()
@@ -192,7 +189,7 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
                 f"{table} shard {shard}: event {bytes(low).hex()} is not above the head "
                 f"{head.hex()}; a feed only moves forward"
             )
-    if not _exists(spark, table):
+    if not table_exists(spark, table):
         schema = table.rpartition(".")[0]
         if schema:
             spark.sql(f"create schema if not exists {schema}")

@@ -15,11 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 from changefeed.errors import FellBehindRetention
+from changefeed.spark.feedtable._catalog import table_exists
 from changefeed.spark.feedtable._feed import (
     BATCH_COLUMN,
     SHARD_COLUMN,
     ULID_COLUMN,
-    _exists,
     _table,
     committed_batches,
     table_format,
@@ -75,7 +75,7 @@ def feed_horizon(spark: Any, table: str) -> int:
     A consumer that has consumed up to batch ``P`` may read on iff ``P >= horizon``. 0
     for a feed that never lost a batch, an empty one, or one that does not exist."""
     table = _table(table)
-    if not _exists(spark, table):
+    if not table_exists(spark, table):
         return 0
     found = batch_range(spark, table)
     return 0 if found is None else found[0] - 1
@@ -92,10 +92,10 @@ def consumed_batch(spark: Any, output: str) -> int | None:
     cursor table ``<output>__changefeed_cursor``. None if the output does not exist yet
     (its first run reads the feed from its oldest kept batch)."""
     output = _table(output)
-    if not _exists(spark, output):
+    if not table_exists(spark, output):
         return None
     cursor = output + STATE_CURSOR_SUFFIX
-    if _exists(spark, cursor):
+    if table_exists(spark, cursor):
         # written after the state, in the state's format, one row per committed run
         newest = spark.sql(
             f"select changefeed_feed_batch from {cursor} order by {BATCH_COLUMN} desc limit 1"
@@ -224,7 +224,7 @@ def retain(
     table = _table(table)
     age_ms = _check_arguments(max_age, keep_last, consumers, override_consumers)
     outputs = [_table(c) for c in consumers]
-    if not _exists(spark, table):
+    if not table_exists(spark, table):
         raise ValueError(f"feed table {table} does not exist")
     acid = _is_acid(spark, table)
     found = batch_range(spark, table, acid)

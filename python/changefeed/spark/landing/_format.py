@@ -38,6 +38,7 @@ from changefeed.spark.feedtable import (
     newest_heads,
     table_format,
 )
+from changefeed.spark.feedtable import table_exists as _table_exists
 from changefeed.spark.source import ChangefeedSourceError
 
 RESERVED = RESERVED_COLUMNS
@@ -172,7 +173,7 @@ def check_partition_management(spark: Any) -> None:
 
 
 def table_exists(spark: Any, table: TableName) -> bool:
-    return bool(spark.catalog.tableExists(table.sql))
+    return _table_exists(spark, table.sql)
 
 
 def stored_type(data_type: Any, fmt: str) -> Any:
