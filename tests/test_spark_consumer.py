@@ -75,6 +75,40 @@ def test_write_batch_commits_one_partition_per_batch(spark: Any, feed: str) -> N
     assert spark.table(feed).columns == columns
 
 
+def test_a_feed_table_by_name_answers_what_the_functions_do(spark: Any, feed: str) -> None:
+    """FeedTable.for_name: one object per feed table; the module's functions are its
+    answers, whichever way the name is spelled."""
+    from changefeed.spark.feedtable import (
+        FeedTable,
+        FeedTableNameError,
+        committed_batches,
+        feed_heads,
+        next_batch,
+    )
+
+    database, table = feed.split(".")
+    spellings = (feed, f"`{database}`.`{table}`", f"spark_catalog.{feed}", table)
+    spark.sql(f"use {database}")
+    try:
+        for name in spellings:
+            found = FeedTable.for_name(spark, name)
+            assert found.name.text == feed and found.name.sql == f"`{database}`.`{table}`"
+            assert found.exists() and found.format() == "parquet"
+            assert found.committed_batches() == committed_batches(spark, feed) == [1, 2]
+            assert found.batch_range() == (1, 2)
+            assert found.heads() == feed_heads(spark, feed) == {0: u(20, 2), 1: u(10, 2)}
+            assert found.heads([1]) == {0: u(20, 2), 1: u(10, 2)}, "shard 1 is in batch 1"
+            assert found.next_batch() == next_batch(spark, feed) == 3
+            assert str(found.location()).endswith(f"/{table}")
+    finally:
+        spark.sql("use default")
+    missing = FeedTable.for_name(spark, f"{database}.no_such_feed")
+    assert (missing.exists(), missing.heads(), missing.next_batch()) == (False, {}, 1)
+    for bad in ("", "a.b.c.d", "a..b", "`a.b"):
+        with pytest.raises(FeedTableNameError, match="a feed table is named"):
+            FeedTable.for_name(spark, bad)
+
+
 def test_write_batch_refuses_to_go_backwards(spark: Any, feed: str) -> None:
     from changefeed.spark.feedtable import FeedOrderError, write_batch
 

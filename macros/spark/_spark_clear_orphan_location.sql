@@ -17,10 +17,9 @@
        a listing of the schema without the table lets its location go: a listing that
        fails stops the run, and one that shows the table stops it before anything is
        deleted. --#}
-  {%- set listed = run_query('show tables in ' ~ adapter.quote(relation.schema)) -%}
-  {%- for row in listed.rows if not row[2] and (row[1] | string | lower) == (relation.identifier | lower) -%}
+  {%- if changefeed._spark_table_listed(relation) -%}
     {{ exceptions.raise_compiler_error("changefeed: " ~ relation ~ " was looked up as missing, but its schema lists it (the metastore failed to answer, or another process created it meanwhile): its location was not cleared and nothing was written; run again") }}
-  {%- endfor -%}
+  {%- endif -%}
   {%- set location = changefeed._spark_schema_location(relation.schema) -%}
   {%- set cleanup = api.Relation.create(
       database=relation.database, schema=relation.schema,
@@ -31,15 +30,4 @@
   {%- do run_query("alter table " ~ cleanup ~ " set location '" ~ path | replace("'", "\\'") ~ "'") -%}
   {%- do run_query('truncate table ' ~ cleanup) -%}
   {%- do run_query('drop table if exists ' ~ cleanup) -%}
-{% endmacro %}
-
-
-{% macro _spark_schema_location(schema) %}
-  {%- set rows = run_query('describe schema extended ' ~ adapter.quote(schema)) -%}
-  {%- for row in rows.rows -%}
-    {%- if (row[0] | string | trim | lower) in ['location', 'database location', 'namespace location'] -%}
-      {{ return(row[1] | string | trim) }}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ exceptions.raise_compiler_error("changefeed: could not find the location of schema " ~ schema) }}
 {% endmacro %}

@@ -28,8 +28,7 @@
   {%- if found is none and '.' in relation.schema -%}
     {#-- dbt-spark cannot list a catalog-qualified schema (spark_catalog.<schema> while the
          session's current catalog is Iceberg's, docs/spark.md): ask Spark --#}
-    {%- set listed = run_query("show tables in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'") -%}
-    {%- set found = relation if listed.rows | length > 0 else none -%}
+    {%- set found = relation if changefeed._spark_table_listed(relation) else none -%}
   {%- endif -%}
   {%- if found is none -%}{{ return([0, 0]) }}{%- endif -%}
   {%- if changefeed._spark_is_acid(found) -%}
@@ -37,11 +36,11 @@
     {{ return([(row[0] or 0) | int, (row[1] or 0) | int]) }}
   {%- endif -%}
   {%- set last = namespace(batch=0, low=none) -%}
-  {%- for row in run_query('show partitions ' ~ relation).rows -%}
-    {%- set key, _, value = (row[0] | string).partition('=') -%}
+  {%- for spec in changefeed._spark_partitions(relation) -%}
+    {%- set key, _, value = spec.partition('=') -%}
     {%- if key | lower != 'changefeed_batch' or '/' in value -%}
       {{ exceptions.raise_compiler_error(
-          "changefeed: " ~ relation ~ " has the partition '" ~ row[0] ~ "'; a Spark feed and a"
+          "changefeed: " ~ relation ~ " has the partition '" ~ spec ~ "'; a Spark feed and a"
           ~ " consumer's output are partitioned by changefeed_batch and nothing else"
           ~ " (docs/protocol.md 11.1)") }}
     {%- endif -%}
@@ -65,7 +64,7 @@
   {%- set schemas = run_query('show schemas' ~ (' in ' ~ parts[0] if parts | length > 1 else '')
       ~ " like '" ~ parts[-1] ~ "'") -%}
   {%- if schemas.rows | length > 0
-        and run_query("show tables in " ~ feed.schema ~ " like '" ~ feed.identifier ~ "'").rows | length > 0 -%}
+        and changefeed._spark_table_listed(feed) -%}
     {{ return(none) }}
   {%- endif -%}
   {%- set who = 'changefeed.' ~ caller_name ~ ': the feed ' ~ feed -%}
@@ -128,20 +127,6 @@
         ~ " against is ambiguous; name it: feed_cursor('e', feed=ref('...'))") }}
   {%- endif -%}
   {{ return(feeds[0] if feeds else none) }}
-{% endmacro %}
-
-
-{#- Whether an existing relation is a delta or iceberg table. dbt-spark sets is_delta and
-    is_iceberg only when its relation listing read the table's details, which it does not
-    for relations it cached from `show tables`; then the table's provider tells. -#}
-{% macro _spark_is_acid(found) %}
-  {%- if found.is_delta or found.is_iceberg -%}{{ return(true) }}{%- endif -%}
-  {%- for row in run_query('describe table extended ' ~ found).rows -%}
-    {%- if (row[0] | string | trim | lower) == 'provider' -%}
-      {{ return((row[1] | string | trim | lower) in ['delta', 'iceberg']) }}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return(false) }}
 {% endmacro %}
 
 

@@ -23,8 +23,7 @@
 {#- The newest committed cursor row, {'batch', 'feed_batch', 'buckets'}, or none. Read with
     SQL, not dbt's relation cache, which does not see a table created earlier in the run. -#}
 {% macro _spark_scd_cursor_row(cursor, file_format) %}
-  {%- set listed = run_query("show tables in " ~ cursor.schema ~ " like '" ~ cursor.identifier ~ "'") -%}
-  {%- if listed.rows | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {%- if not changefeed._spark_table_listed(cursor) -%}{{ return(none) }}{%- endif -%}
   {%- set columns = 'changefeed_batch, changefeed_feed_batch, changefeed_buckets' -%}
   {%- if file_format == 'parquet' -%}
     {%- set batches = changefeed._spark_partition_values(cursor) -%}

@@ -66,7 +66,7 @@ left anti join {{ layers }} as changefeed_base
     then the partition column changefeed_layer) and, unless `view_exists`, the view over it. -#}
 {% macro _spark_scd_layers_create(target, new_rows, columns, keys, view_exists) %}
   {%- set layers = changefeed._spark_scd_layers_relation(target) -%}
-  {%- if run_query("show tables in " ~ layers.schema ~ " like '" ~ layers.identifier ~ "'").rows | length == 0 -%}
+  {%- if not changefeed._spark_table_listed(layers) -%}
     {%- if (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
       {%- do changefeed._spark_clear_orphan_location(layers) -%}
     {%- endif -%}

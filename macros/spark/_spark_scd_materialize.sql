@@ -99,7 +99,7 @@
     {#-- the view is gone after a full refresh (step 3) --#}
     {%- do changefeed._spark_scd_layers_create(target, new_rows, columns, rules.key_columns,
         view_exists=(built is not none and not full_refresh)) -%}
-  {%- elif run_query("show tables in " ~ target.schema ~ " like '" ~ target.identifier ~ "'").rows | length == 0 -%}
+  {%- elif not changefeed._spark_table_listed(target) -%}
     {%- if file_format == 'parquet' and (flags.WHICH or '') in ['run', 'build', 'retry'] -%}
       {%- do changefeed._spark_clear_orphan_location(target) -%}
     {%- endif -%}

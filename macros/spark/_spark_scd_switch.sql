@@ -55,8 +55,8 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
   {%- endcall -%}
   {#-- a partition left without rows (a re-processing run can remove keys) has no directory --#}
   {%- set written = [] -%}
-  {%- for row in run_query('show partitions ' ~ next).rows -%}
-    {%- set parts = (row[0] | string).split('/') -%}
+  {%- for spec in changefeed._spark_partitions(next) -%}
+    {%- set parts = spec.split('/') -%}
     {%- if parts[1] == 'changefeed_write=' ~ write -%}
       {%- do written.append(parts[0].partition('=')[2] | int) -%}
     {%- endif -%}
@@ -95,16 +95,6 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
 {% endmacro %}
 
 
-{#- The values of a table's single integer partition column, from the metastore. -#}
-{% macro _spark_partition_values(relation) %}
-  {%- set values = [] -%}
-  {%- for row in run_query('show partitions ' ~ relation).rows -%}
-    {%- do values.append((row[0] | string).partition('=')[2] | int) -%}
-  {%- endfor -%}
-  {{ return(values) }}
-{% endmacro %}
-
-
 {#- The columns of <table>__changefeed_next: the table's, the partition column `column`
     last, then the write's id (the table's types, read from it so that the write keeps
     them exactly). -#}
@@ -122,27 +112,6 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
     {%- endif -%}
   {%- endfor -%}
   {{ return((columns + partition + ['changefeed_write string']) | join(', ')) }}
-{% endmacro %}
-
-
-{% macro _spark_table_location(relation) %}
-  {%- for row in run_query('describe table extended ' ~ relation).rows -%}
-    {%- if (row[0] | string | trim | lower) == 'location' -%}
-      {{ return((row[1] | string | trim).rstrip('/')) }}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ exceptions.raise_compiler_error("changefeed: could not find the location of table " ~ relation) }}
-{% endmacro %}
-
-
-{% macro _spark_partition_location(relation, column, value) %}
-  {%- set rows = run_query("show table extended in " ~ relation.schema ~ " like '" ~ relation.identifier
-      ~ "' partition (" ~ column ~ " = " ~ value ~ ")").rows -%}
-  {%- for line in (rows[0][-1] | string).splitlines() if line.startswith('Location:') -%}
-    {{ return(line[9:] | trim) }}
-  {%- endfor -%}
-  {{ exceptions.raise_compiler_error(
-      "changefeed: could not find the location of partition " ~ column ~ "=" ~ value ~ " of " ~ relation) }}
 {% endmacro %}
 
 

@@ -90,10 +90,10 @@ def _spark(args: argparse.Namespace) -> Any:
 
 
 def _check_feed_table(spark: Any, table: str) -> None:
-    from changefeed.spark.feedtable import CatalogUnavailable, table_exists
+    from changefeed.spark.feedtable import CatalogUnavailable, FeedTable
 
     try:
-        exists = table_exists(spark, table)
+        exists = FeedTable.for_name(spark, table).exists()
     except ValueError:  # a malformed name
         exists = False
     except CatalogUnavailable as exc:

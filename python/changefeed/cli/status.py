@@ -267,14 +267,14 @@ def _missing(table: str, shared: Any, warehouse: str | None) -> CliError:
 def _heads_with_spark(
     warehouse: str | None, shared: Any, consumers: Sequence[tuple[str, str]]
 ) -> dict[str, dict[int, bytes]]:
-    from changefeed.spark.feedtable import CatalogUnavailable, table_exists
+    from changefeed.spark.feedtable import CatalogUnavailable, FeedTable
 
     spark = start_local_spark(warehouse, "status", "--consumer")
     heads: dict[str, dict[int, bytes]] = {}
     for _, table in consumers:
         try:
-            exists = table_exists(spark, table)
-        except CatalogUnavailable as exc:
+            exists = FeedTable.for_name(spark, table).exists()
+        except (CatalogUnavailable, ValueError) as exc:  # ValueError: a malformed name
             raise CliError(str(exc)) from None
         if not exists:
             raise _missing(table, shared, warehouse)

@@ -12,18 +12,18 @@ commit rule for Python writers such as a landing job:
 >>> write_batch(spark, "landing.shop_orders", events_df)        # doctest: +SKIP
 3
 
+:class:`FeedTable` is one feed table by name (``FeedTable.for_name(spark, name)``, as
+Delta's ``DeltaTable.forName``): its existence, format, committed batches, heads and next
+batch; the functions here and the landing ask through it.
+
 ``retain`` removes a feed's oldest batches by a policy (protocol 11.7), never a shard's
 head nor past the cursor of a consumer it is given.
 """
 
 from changefeed.errors import FellBehindRetention
-from changefeed.spark.feedtable._catalog import CatalogUnavailable, table_exists
+from changefeed.spark.feedtable._catalog import CatalogUnavailable, quote, sql_string, table_exists
 from changefeed.spark.feedtable._feed import (
-    BATCH_COLUMN,
-    FORMATS,
     RESERVED_COLUMNS,
-    SHARD_COLUMN,
-    ULID_COLUMN,
     FeedOrderError,
     clear_orphan_location,
     committed_batches,
@@ -40,17 +40,31 @@ from changefeed.spark.feedtable._retention import (
     feed_horizon,
     retain,
 )
+from changefeed.spark.feedtable._table import (
+    BATCH_COLUMN,
+    FORMATS,
+    SESSION_CATALOG,
+    SHARD_COLUMN,
+    ULID_COLUMN,
+    FeedTable,
+    FeedTableNameError,
+    TableName,
+)
 
 __all__ = [
     "BATCH_COLUMN",
     "FORMATS",
     "RESERVED_COLUMNS",
+    "SESSION_CATALOG",
     "SHARD_COLUMN",
     "ULID_COLUMN",
     "CatalogUnavailable",
     "FeedOrderError",
+    "FeedTable",
+    "FeedTableNameError",
     "FellBehindRetention",
     "RetentionResult",
+    "TableName",
     "check_cursor",
     "clear_orphan_location",
     "committed_batches",
@@ -59,7 +73,9 @@ __all__ = [
     "feed_horizon",
     "newest_heads",
     "next_batch",
+    "quote",
     "retain",
+    "sql_string",
     "table_exists",
     "table_format",
     "write_batch",

@@ -53,8 +53,14 @@ def split_name(name: str) -> list[str]:
     return [*parts, current]
 
 
-def _quote(part: str) -> str:
+def quote(part: str) -> str:
+    """One identifier in backticks, a backtick in it doubled."""
     return "`" + part.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """``text`` for a single-quoted Spark SQL literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def table_exists(spark: Any, name: str) -> bool:
@@ -73,7 +79,7 @@ def table_exists(spark: Any, name: str) -> bool:
     try:
         # Spark's tableExists also raises, where the metastore's error is not one it maps
         # to "missing" (Hive's "Unable to fetch table")
-        if spark.catalog.tableExists(".".join(_quote(p) for p in parts)):
+        if spark.catalog.tableExists(".".join(quote(p) for p in parts)):
             return True
         return _listed(spark, namespace, table)
     except CatalogUnavailable:
@@ -93,7 +99,7 @@ def _listed(spark: Any, namespace: list[str], table: str) -> bool:
     more); False for a namespace the listing of its catalog does not show either."""
     from pyspark.errors import AnalysisException
 
-    qualified = ".".join(_quote(p) for p in namespace)
+    qualified = ".".join(quote(p) for p in namespace)
     try:
         rows = spark.sql(f"show tables in {qualified}" if namespace else "show tables").collect()
     except Exception as exc:
@@ -103,7 +109,7 @@ def _listed(spark: Any, namespace: list[str], table: str) -> bool:
     names = {str(row["tableName"]).lower() for row in rows if not row["isTemporary"]}
     if table.lower() not in names:
         return False
-    full = f"{qualified}.{_quote(table)}" if namespace else _quote(table)
+    full = f"{qualified}.{quote(table)}" if namespace else quote(table)
     try:
         spark.catalog.getTable(full)
     except AnalysisException as exc:
@@ -128,7 +134,7 @@ def _no_namespace(exc: Exception) -> bool:
 
 def _namespace_listed(spark: Any, namespace: list[str], missing: Exception) -> bool:
     catalog, schema = (namespace[0], namespace[1:]) if len(namespace) > 1 else (None, namespace)
-    where = f" in {_quote(catalog)}" if catalog else ""
+    where = f" in {quote(catalog)}" if catalog else ""
     rows = spark.sql(f"show namespaces{where}").collect()
     wanted = ".".join(schema).lower()
     if wanted in (str(row[0]).lower() for row in rows):

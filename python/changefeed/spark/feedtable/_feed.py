@@ -2,45 +2,28 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any, Final
 
 from changefeed.errors import ChangefeedError
-from changefeed.spark.feedtable._catalog import table_exists
+from changefeed.spark.feedtable._table import (
+    BATCH_COLUMN,
+    SHARD_COLUMN,
+    ULID_COLUMN,
+    FeedTable,
+)
 
-SHARD_COLUMN: Final = "shard_id"
-ULID_COLUMN: Final = "ulid"
-BATCH_COLUMN: Final = "changefeed_batch"
 RESERVED_COLUMNS: Final = (SHARD_COLUMN, ULID_COLUMN, BATCH_COLUMN)
-#: The table formats a Spark feed may have; the last two commit atomically (ACID).
-FORMATS: Final = ("parquet", "delta", "iceberg")
-
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 
 
 class FeedOrderError(ChangefeedError, ValueError):
     """A batch would put an event at or below its shard's head (invariant F3)."""
 
 
-def _table(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"a feed table is named 'catalog.schema.table', 'schema.table' or 'table'; got {name!r}"
-        )
-    return name
-
-
 def table_format(spark: Any, table: str) -> str:
     """The format of an existing feed table: ``parquet``, ``delta`` or ``iceberg``
-    (its catalog's provider; anything else is refused, naming the formats)."""
-    for row in spark.sql(f"describe table extended {table}").collect():
-        if str(row[0]).strip().lower() == "provider":
-            provider = str(row[1]).strip().lower()
-            if provider in FORMATS:
-                return provider
-            raise ValueError(f"{table} is a {provider} table; a Spark feed is {', '.join(FORMATS)}")
-    return "parquet"
+    (:meth:`FeedTable.format`)."""
+    return FeedTable.for_name(spark, table).format()
 
 
 def feed_heads(spark: Any, table: str, shards: Iterable[int] | None = None) -> dict[int, bytes]:
@@ -52,97 +35,36 @@ def feed_heads(spark: Any, table: str, shards: Iterable[int] | None = None) -> d
     whatever its size. A shard without rows makes it read every batch. Heads of other
     shards met on the way are returned too. Empty for a feed that does not exist yet.
     """
-    table = _table(table)
-    if not table_exists(spark, table):
-        return {}
-    spark.sql(f"refresh table {table}")
-    batches = committed_batches(spark, table, table_format(spark, table))
-    return newest_heads(spark, table, batches, shards)
+    return FeedTable.for_name(spark, table).heads(shards)
 
 
 def committed_batches(spark: Any, table: str, fmt: str = "parquet") -> list[int]:
-    """The committed batch numbers, ascending, with no data read.
-
-    ``table`` is an existing feed table's name, ready for SQL, in format ``fmt``
-    (:func:`table_format`). parquet: the metastore's partition list, where registration
-    is the commit. Delta and Iceberg commit atomically and have no partition list in the
-    metastore: the range from the lowest to the highest batch, from ``min``/``max`` of
-    the partition column (answered from file statistics); a feed's batches are
-    contiguous, since each write is 1 + the highest and retention removes the lowest.
-    """
-    if fmt != "parquet":
-        row = spark.sql(f"select min({BATCH_COLUMN}), max({BATCH_COLUMN}) from {table}").first()
-        return [] if row[0] is None else list(range(int(row[0]), int(row[1]) + 1))
-    batches = []
-    for row in spark.sql(f"show partitions {table}").collect():
-        key, _, value = str(row[0]).partition("=")
-        if key.lower() != BATCH_COLUMN or not value.isdigit():
-            raise ValueError(
-                f"{table} has the partition {row[0]!r}; a Spark feed is partitioned by "
-                f"{BATCH_COLUMN} and nothing else (docs/protocol.md 11.1)"
-            )
-        batches.append(int(value))
-    return sorted(batches)
+    """The committed batch numbers of the existing feed ``table`` of format ``fmt``,
+    ascending, with no data read (:meth:`FeedTable.committed_batches`)."""
+    return FeedTable.for_name(spark, table).committed_batches(fmt)
 
 
 def newest_heads(
     spark: Any, table: str, batches: list[int], shards: Iterable[int] | None
 ) -> dict[int, bytes]:
-    """Heads read from the newest of ``batches`` backwards, in ranges that double (1, 2,
-    4, ... batches), until every shard of ``shards`` is found; all batches when ``shards``
-    is None. Each range is a literal partition filter, so Spark reads only its partitions.
-    """
-    wanted = None if shards is None else set(shards)
-    heads: dict[int, bytes] = {}
-    end, size = len(batches), 1
-    while end > 0 and (wanted is None or not wanted <= heads.keys()):
-        start = 0 if wanted is None else max(0, end - size)
-        rows = spark.sql(
-            f"select {SHARD_COLUMN}, max({ULID_COLUMN}) as head from {table} "
-            f"where {BATCH_COLUMN} between {batches[start]} and {batches[end - 1]} "
-            f"and {SHARD_COLUMN} is not null group by {SHARD_COLUMN}"
-        ).collect()
-        for row in rows:
-            # a newer range has already given the shard's head (F3)
-            heads.setdefault(int(row[0]), bytes(row[1]))
-        end, size = start, size * 2
-    return heads
+    """Heads read from the newest of ``batches`` backwards until every shard of
+    ``shards`` is found (:meth:`FeedTable.newest_heads`)."""
+    return FeedTable.for_name(spark, table).newest_heads(batches, shards)
 
 
 def next_batch(spark: Any, table: str) -> int:
     """The batch number of the next write: 1 + the highest committed batch (1 if none)."""
-    table = _table(table)
-    if not table_exists(spark, table):
-        return 1
-    return max(committed_batches(spark, table, table_format(spark, table)), default=0) + 1
-
-
-def _schema_location(spark: Any, schema: str) -> str:
-    for row in spark.sql(f"describe schema extended `{schema}`").collect():
-        if str(row[0]).strip().lower() in ("location", "database location", "namespace location"):
-            return str(row[1]).strip()
-    raise RuntimeError(f"could not find the location of schema {schema}")
+    return FeedTable.for_name(spark, table).next_batch()
 
 
 def clear_orphan_location(spark: Any, table: str) -> None:
     """Delete the managed location of a table that is not in the catalog (protocol 11.5).
 
     A killed ``create table ... as select`` leaves files there, after which Spark refuses
-    to create the table. Does nothing if the table exists.
+    to create the table. Does nothing if the table exists
+    (:meth:`FeedTable.clear_orphan_location`).
     """
-    table = _table(table)
-    if table_exists(spark, table):
-        return
-    schema, _, name = table.rpartition(".")
-    schema = schema or spark.catalog.currentDatabase()
-    path = _schema_location(spark, schema).rstrip("/") + "/" + name.lower()
-    cleanup = f"{schema}.{name.lower()}__changefeed_cleanup"
-    spark.sql(f"create table if not exists {cleanup} (x int) using parquet")
-    spark.sql(f"alter table {cleanup} set location '{path}'")
-    # Empties the location, and creates it when missing (a clean first write): dropping a
-    # table whose location does not exist logs "ERROR FileUtils: Failed to delete".
-    spark.sql(f"truncate table {cleanup}")
-    spark.sql(f"drop table if exists {cleanup}")
+    FeedTable.for_name(spark, table).clear_orphan_location()
 
 
 def write_batch(spark: Any, table: str, events: Any) -> int:
@@ -155,7 +77,8 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
     Returns 0 and writes nothing for an empty DataFrame. Raises :class:`FeedOrderError`
     if an event is not above its shard's head (the feed must only move forward).
     """
-    table = _table(table)
+    feed = FeedTable.for_name(spark, table)
+    table = feed.name.sql
     names = [field.name for field in events.schema.fields]
     lowered = [n.lower() for n in names]
     for required, kind in ((SHARD_COLUMN, "int"), (ULID_COLUMN, "binary")):
@@ -178,7 +101,7 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
     ).collect()
     if not stats:
         return 0
-    heads = feed_heads(spark, table, [int(row[0]) for row in stats if row[0] is not None])
+    heads = feed.heads([int(row[0]) for row in stats if row[0] is not None])
     for row in stats:
         shard, low, bad = row[0], row[1], row[3]
         if shard is None or bad:
@@ -186,16 +109,14 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
         head = heads.get(int(shard))
         if head is not None and bytes(low) <= head:
             raise FeedOrderError(
-                f"{table} shard {shard}: event {bytes(low).hex()} is not above the head "
+                f"{feed.name.text} shard {shard}: event {bytes(low).hex()} is not above the head "
                 f"{head.hex()}; a feed only moves forward"
             )
-    if not table_exists(spark, table):
-        schema = table.rpartition(".")[0]
-        if schema:
-            spark.sql(f"create schema if not exists {schema}")
+    if not feed.exists():
+        spark.sql(f"create schema if not exists {feed.name.namespace_sql}")
         others = [n for n in names if n.lower() not in (SHARD_COLUMN, ULID_COLUMN)]
         created = ", ".join(f"`{n}`" for n in [SHARD_COLUMN, ULID_COLUMN, *others])
-        clear_orphan_location(spark, table)
+        feed.clear_orphan_location()
         spark.sql(
             f"create table {table} using parquet partitioned by ({BATCH_COLUMN}) as "
             f"select {created}, cast(null as bigint) as {BATCH_COLUMN} from {view} where false"
@@ -206,7 +127,7 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
     if missing:
         raise ValueError(f"events lack the feed's columns {missing}")
     columns = ", ".join(f"`{c}`" for c in table_columns)
-    batch = next_batch(spark, table)
+    batch = feed.next_batch()
     previous = spark.conf.get("spark.sql.sources.partitionOverwriteMode")
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
     try:

@@ -15,14 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 from changefeed.errors import FellBehindRetention
-from changefeed.spark.feedtable._catalog import table_exists
-from changefeed.spark.feedtable._feed import (
+from changefeed.spark.feedtable._table import (
     BATCH_COLUMN,
     SHARD_COLUMN,
     ULID_COLUMN,
-    _table,
-    committed_batches,
-    table_format,
+    FeedTable,
 )
 
 #: What a dbt consumer behind retention must do (docs/operations.md, Retention).
@@ -53,20 +50,16 @@ class RetentionResult:
 
 
 def _is_acid(spark: Any, table: str) -> bool:
-    return table_format(spark, table) != "parquet"
+    return FeedTable.for_name(spark, table).format() != "parquet"
 
 
 def batch_range(spark: Any, table: str, acid: bool | None = None) -> tuple[int, int] | None:
     """The lowest and highest committed batch of an existing feed; None if it has none.
 
     parquet: the partition list (no data read); delta/iceberg: min/max of the partition
-    column, answered from file statistics."""
-    spark.sql(f"refresh table {table}")
-    if _is_acid(spark, table) if acid is None else acid:
-        row = spark.sql(f"select min({BATCH_COLUMN}), max({BATCH_COLUMN}) from {table}").first()
-        return None if row[0] is None else (int(row[0]), int(row[1]))
-    batches = committed_batches(spark, table)
-    return (batches[0], batches[-1]) if batches else None
+    column, answered from file statistics (:meth:`FeedTable.batch_range`)."""
+    fmt = None if acid is None else ("delta" if acid else "parquet")  # min/max or the list
+    return FeedTable.for_name(spark, table).batch_range(fmt)
 
 
 def feed_horizon(spark: Any, table: str) -> int:
@@ -74,8 +67,7 @@ def feed_horizon(spark: Any, table: str) -> int:
 
     A consumer that has consumed up to batch ``P`` may read on iff ``P >= horizon``. 0
     for a feed that never lost a batch, an empty one, or one that does not exist."""
-    table = _table(table)
-    if not table_exists(spark, table):
+    if not FeedTable.for_name(spark, table).exists():
         return 0
     found = batch_range(spark, table)
     return 0 if found is None else found[0] - 1
@@ -91,20 +83,22 @@ def consumed_batch(spark: Any, output: str) -> int | None:
     (``changefeed_current_state``, ``changefeed_history``, 11.8) the newest row of its
     cursor table ``<output>__changefeed_cursor``. None if the output does not exist yet
     (its first run reads the feed from its oldest kept batch)."""
-    output = _table(output)
-    if not table_exists(spark, output):
+    state = FeedTable.for_name(spark, output)
+    if not state.exists():
         return None
-    cursor = output + STATE_CURSOR_SUFFIX
-    if table_exists(spark, cursor):
+    cursor = FeedTable(spark, state.name.with_suffix(STATE_CURSOR_SUFFIX))
+    output = state.name.sql
+    if cursor.exists():
         # written after the state, in the state's format, one row per committed run
         newest = spark.sql(
-            f"select changefeed_feed_batch from {cursor} order by {BATCH_COLUMN} desc limit 1"
+            f"select changefeed_feed_batch from {cursor.name.sql} "
+            f"order by {BATCH_COLUMN} desc limit 1"
         ).first()
         return 0 if newest is None else int(newest[0])
     columns = [c.lower() for c in spark.table(output).columns]
     if "changefeed_feed_batch" not in columns:
         raise ValueError(
-            f"{output} has no column changefeed_feed_batch, so its cursor is unknown and "
+            f"{state.name.text} has no column changefeed_feed_batch, so its cursor is unknown and "
             "retention cannot keep what it has not read; it is not a feed consumer "
             "(docs/spark.md), or rebuild it once with dbt run --full-refresh"
         )
@@ -221,10 +215,12 @@ def retain(
     keeps the whole feed. parquet: drops the partitions one by one, oldest first, so a
     killed run leaves a shorter contiguous feed; delta/iceberg: one delete transaction.
     """
-    table = _table(table)
+    feed = FeedTable.for_name(spark, table)
     age_ms = _check_arguments(max_age, keep_last, consumers, override_consumers)
-    outputs = [_table(c) for c in consumers]
-    if not table_exists(spark, table):
+    for name in consumers:
+        FeedTable.for_name(spark, name)  # a malformed name fails before anything is read
+    outputs = list(consumers)
+    if not feed.exists():
         raise ValueError(f"feed table {table} does not exist")
     acid = _is_acid(spark, table)
     found = batch_range(spark, table, acid)
@@ -233,7 +229,7 @@ def retain(
     low, newest = found
     # Read before the plan: a cursor only moves up, so the limit stays safe while the plan runs.
     cursors = {} if override_consumers else {c: consumed_batch(spark, c) or 0 for c in outputs}
-    shards = spark.sql(plan_sql(table, newest, age_ms, keep_last)).collect()
+    shards = spark.sql(plan_sql(feed.name.sql, newest, age_ms, keep_last)).collect()
     policy = [newest - 1]  # the newest batch always stays (C7)
     if age_ms is not None:
         young = [int(r["young_from"]) for r in shards if r["young_from"] is not None]
@@ -248,7 +244,7 @@ def retain(
     consumer_limit = cursors[slowest] if slowest is not None else cut
     upto = min(cut, consumer_limit)
     if upto >= low:
-        _remove(spark, table, acid, low, upto)
+        _remove(spark, feed.name.sql, acid, low, upto)
     horizon = max(low - 1, upto)
     return RetentionResult(
         table=table,

@@ -12,8 +12,10 @@ Everything the landing knows about the format lives here:
   a killed write leaves nothing to replace;
 * the heads: per shard ``max(ulid)`` over the committed rows, which is the feed's safe
   point and the landing's cursor (11.3, 11.6), read from the newest batches backwards
-  until every shard is found, so a landing reads its newest batches, not the table;
-* the first-write cleanup of an orphaned table location (11.5);
+  until every shard is found, so a landing reads its newest batches, not the table
+  (:meth:`FeedTable.committed_heads`, as every writer reads them);
+* the first-write cleanup of an orphaned table location (11.5,
+  :meth:`FeedTable.clear_orphan_location`);
 * the feed identity: the table properties ``changefeed.feed`` and ``changefeed.source``
   name the feed the table holds and the database it comes from, so landing another feed
   into it is refused.
@@ -34,39 +36,15 @@ from changefeed.spark.feedtable import (
     BATCH_COLUMN,
     FORMATS,
     RESERVED_COLUMNS,
-    committed_batches,
-    newest_heads,
-    table_format,
+    FeedTable,
+    FeedTableNameError,
+    TableName,
+    quote,
+    sql_string,
 )
-from changefeed.spark.feedtable import table_exists as _table_exists
 from changefeed.spark.source import ChangefeedSourceError
 
 RESERVED = RESERVED_COLUMNS
-
-
-#: The session's own catalog; a table in another catalog (``iceberg.db.t``) is Iceberg's.
-SESSION_CATALOG = "spark_catalog"
-
-
-@dataclass(frozen=True)
-class TableName:
-    database: str
-    table: str
-    catalog: str | None = None
-
-    @property
-    def sql(self) -> str:
-        name = f"{quote(self.database)}.{quote(self.table)}"
-        return f"{quote(self.catalog)}.{name}" if self.catalog else name
-
-    @property
-    def text(self) -> str:
-        name = f"{self.database}.{self.table}"
-        return f"{self.catalog}.{name}" if self.catalog else name
-
-    @property
-    def in_session_catalog(self) -> bool:
-        return self.catalog is None or self.catalog.lower() == SESSION_CATALOG
 
 
 #: The table properties of a landed table's feed identity.
@@ -84,31 +62,18 @@ class FeedIdentity:
 
     def properties_sql(self) -> str:
         return (
-            f"'{FEED_PROPERTY}' = '{_sql_string(self.feed)}', "
-            f"'{SOURCE_PROPERTY}' = '{_sql_string(self.source)}'"
+            f"'{FEED_PROPERTY}' = '{sql_string(self.feed)}', "
+            f"'{SOURCE_PROPERTY}' = '{sql_string(self.source)}'"
         )
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def parse_table(spark: Any, name: str) -> TableName:
     """``catalog.database.table``, ``database.table`` or ``table`` (in the session's
-    current database)."""
-    parts = [p.strip().strip("`") for p in str(name).split(".")]
-    if len(parts) == 1 and parts[0]:
-        return TableName(spark.catalog.currentDatabase(), parts[0])
-    if len(parts) == 2 and all(parts):
-        return TableName(parts[0], parts[1])
-    if len(parts) == 3 and all(parts):
-        # The session catalog named or not is one table (and one writer lock, F4).
-        catalog = None if parts[0].lower() == SESSION_CATALOG else parts[0]
-        return TableName(parts[1], parts[2], catalog)
-    raise ChangefeedSourceError(
-        f"target table {name!r} must be written database.table, catalog.database.table "
-        "(e.g. iceberg.landing.orders) or table (in the current database)"
-    )
+    current database); a malformed name is the landing's error."""
+    try:
+        return TableName.parse(spark, name)
+    except FeedTableNameError as exc:
+        raise ChangefeedSourceError(f"target table: {exc}") from None
 
 
 def choose_format(spark: Any, table: TableName, requested: str | None, exists: bool) -> str:
@@ -120,7 +85,7 @@ def choose_format(spark: Any, table: TableName, requested: str | None, exists: b
         )
     if exists:
         try:
-            actual = table_format(spark, table.sql)
+            actual = FeedTable(spark, table).format()
         except ValueError as exc:
             raise ChangefeedSourceError(f"cannot land into {table.text}: {exc}") from None
         if requested is not None and requested != actual:
@@ -173,7 +138,7 @@ def check_partition_management(spark: Any) -> None:
 
 
 def table_exists(spark: Any, table: TableName) -> bool:
-    return _table_exists(spark, table.sql)
+    return FeedTable(spark, table).exists()
 
 
 def stored_type(data_type: Any, fmt: str) -> Any:
@@ -305,7 +270,7 @@ def check_identity(spark: Any, table: TableName, identity: FeedIdentity) -> bool
         fix += (
             f" (if the database was restored or moved, keep the table with: alter table "
             f"{table.text} set tblproperties ('{SOURCE_PROPERTY}' = "
-            f"'{_sql_string(identity.source)}'))"
+            f"'{sql_string(identity.source)}'))"
         )
     raise ChangefeedSourceError(
         f"table {table.text} holds feed {feed or '(none)'} of {source or '(none)'}, not feed "
@@ -323,12 +288,10 @@ def create_table(
 ) -> None:
     """Create the empty feed table in format ``fmt``, recording its feed, first clearing
     debris of a killed earlier create in the session catalog's managed location (11.5)."""
-    namespace = quote(table.database)
-    if table.catalog:
-        namespace = f"{quote(table.catalog)}.{namespace}"
+    namespace = table.namespace_sql
     spark.sql(f"create database if not exists {namespace}")
     if table.in_session_catalog:
-        clear_orphan_location(spark, table)
+        FeedTable(spark, table).clear_orphan_location()
     columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
     spark.sql(
         f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN}) "
@@ -336,61 +299,11 @@ def create_table(
     )
 
 
-def schema_location(spark: Any, database: str) -> str:
-    for row in spark.sql(f"describe schema extended {quote(database)}").collect():
-        if str(row[0]).strip().lower() in ("location", "database location", "namespace location"):
-            return str(row[1]).strip()
-    raise ChangefeedSourceError(f"could not find the location of schema {database}")
-
-
-def table_location(spark: Any, table: TableName) -> str | None:
-    """An existing table's location as its catalog gives it (a URI), or None."""
-    for row in spark.sql(f"describe table extended {table.sql}").collect():
-        if str(row[0]).strip().lower() == "location":
-            return str(row[1]).strip()
-    return None
-
-
-def clear_orphan_location(spark: Any, table: TableName) -> None:
-    """Delete the managed location of a table that is not in the catalog (11.5)."""
-    path = schema_location(spark, table.database).rstrip("/") + "/" + table.table.lower()
-    if _exists(spark, path) is False:
-        return
-    cleanup = TableName(table.database, table.table.lower() + "__changefeed_cleanup")
-    spark.sql(f"create table if not exists {cleanup.sql} (x int) using parquet")
-    spark.sql(f"alter table {cleanup.sql} set location '{_sql_string(path)}'")
-    spark.sql(f"drop table if exists {cleanup.sql}")
-
-
-def _exists(spark: Any, path: str) -> bool | None:
-    """Whether ``path`` exists (Hadoop file system of the session); None if unknown
-    (e.g. Spark Connect, which has no JVM handle): then the cleanup runs anyway."""
-    try:
-        context = spark.sparkContext
-        jvm = context._jvm
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-        fs = hadoop_path.getFileSystem(context._jsc.hadoopConfiguration())
-        return bool(fs.exists(hadoop_path))
-    except Exception:
-        return None
-
-
-def _sql_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
 def committed_heads(
     spark: Any, table: TableName, shards: list[int], fmt: str
 ) -> tuple[dict[int, bytes], int]:
-    """The heads of ``shards`` and the highest batch, from the
-    committed partitions: their list in the metastore, then the newest batches backwards
-    until every shard is found (a shard's head is in its newest batch, F3).
-
-    ``refresh table`` first, so partitions registered by another session are listed.
-    """
-    spark.sql(f"refresh table {table.sql}")
-    batches = committed_batches(spark, table.sql, fmt)
-    return newest_heads(spark, table.sql, batches, shards), max(batches, default=0)
+    """The heads of ``shards`` and the highest batch (:meth:`FeedTable.committed_heads`)."""
+    return FeedTable(spark, table).committed_heads(shards, fmt)
 
 
 def write_batch(frame: Any, table: TableName, batch: int, fmt: str) -> None:

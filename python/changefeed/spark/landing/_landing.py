@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
+from changefeed.spark.feedtable import SESSION_CATALOG
 from changefeed.spark.landing import (
     _format,
     _snapshot,
@@ -415,7 +416,7 @@ def check_source(source_options: Mapping[str, str], target_table: str | None = N
     # Without Spark a bare table name has no database: the landing itself checks it.
     if target_table is not None and "." in target_table:
         parts = [part.strip().strip("`") for part in target_table.split(".")]
-        if len(parts) == 3 and parts[0].lower() == _format.SESSION_CATALOG:
+        if len(parts) == 3 and parts[0].lower() == SESSION_CATALOG:
             parts = parts[1:]  # as the landing names it (_format.parse_table)
         backend = _locked_backend(options, ".".join(parts))
     else:

@@ -33,8 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from changefeed.spark.feedtable import BATCH_COLUMN
-from changefeed.spark.landing._format import TableName, table_location
+from changefeed.spark.feedtable import BATCH_COLUMN, FeedTable, TableName
 from changefeed.spark.landing._snapshot_plan import chunk_specs
 from changefeed.spark.landing._snapshot_types import Chunk
 
@@ -51,7 +50,7 @@ def local_location(spark: Any, table: TableName, fmt: str) -> Path | None:
     parquet table, a local Spark master, a ``file:`` location; else None."""
     if fmt != "parquet" or not str(spark.sparkContext.master).startswith("local"):
         return None
-    location = table_location(spark, table)
+    location = FeedTable(spark, table).location()
     parts = urllib.parse.urlsplit(location or "")
     if parts.scheme != "file":
         return None
