@@ -257,14 +257,18 @@ def test_orphaned_location_is_cleared(spark: Any, feed: str) -> None:
 
 
 def test_table_exists_answers_from_the_catalog(spark: Any, feed: str) -> None:
-    """True for a table, False for a missing table or schema (both listed without it),
-    backticked parts, and a refusal of a name that is not one."""
+    """True for a table, False for a missing table or schema (both listed without it, in
+    Spark's catalog and Iceberg's), backticked parts, and a refusal of a name that is not
+    one."""
     from changefeed.spark.feedtable import table_exists
 
     assert table_exists(spark, feed)
     assert table_exists(spark, ".".join(f"`{p}`" for p in feed.split(".")))
     assert not table_exists(spark, f"{UNIT}.no_such_table")
     assert not table_exists(spark, "no_such_schema.no_such_table")
+    # Iceberg's Hadoop catalog raises its own exception for a missing namespace, and for
+    # the listing of its root before its warehouse exists
+    assert not table_exists(spark, "iceberg.no_such_namespace.no_such_table")
     for bad in ("", "a..b", "`a.b", "a."):
         with pytest.raises(ValueError, match="not a table name"):
             table_exists(spark, bad)

@@ -12,12 +12,17 @@ namespace without it (or its catalog without the namespace): a listing that fail
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from changefeed.errors import ChangefeedError
 
 #: Spark's conditions for a namespace that is not there (Spark 4, and 3.x's name).
 _NO_NAMESPACE = ("SCHEMA_NOT_FOUND", "NO_SUCH_NAMESPACE")
+#: A name that is the same as a ``show tables ... like`` pattern (which Spark matches as a
+#: case-insensitive regular expression, ``*`` for any characters and ``|`` between
+#: alternatives).
+_PLAIN = re.compile(r"[A-Za-z0-9_]+")
 
 
 class CatalogUnavailable(ChangefeedError, RuntimeError):
@@ -100,8 +105,11 @@ def _listed(spark: Any, namespace: list[str], table: str) -> bool:
     from pyspark.errors import AnalysisException
 
     qualified = ".".join(quote(p) for p in namespace)
+    listing = f"show tables in {qualified}" if namespace else "show tables"
+    if _PLAIN.fullmatch(table):  # a pattern is a regex to Spark: only a plain name is itself
+        listing += f" like '{table}'"
     try:
-        rows = spark.sql(f"show tables in {qualified}" if namespace else "show tables").collect()
+        rows = spark.sql(listing).collect()
     except Exception as exc:
         if not _no_namespace(exc):
             raise
@@ -135,7 +143,12 @@ def _no_namespace(exc: Exception) -> bool:
 def _namespace_listed(spark: Any, namespace: list[str], missing: Exception) -> bool:
     catalog, schema = (namespace[0], namespace[1:]) if len(namespace) > 1 else (None, namespace)
     where = f" in {quote(catalog)}" if catalog else ""
-    rows = spark.sql(f"show namespaces{where}").collect()
+    try:
+        rows = spark.sql(f"show namespaces{where}").collect()
+    except Exception as exc:
+        if _no_namespace(exc):  # Iceberg's Hadoop catalog before its warehouse exists
+            return False
+        raise
     wanted = ".".join(schema).lower()
     if wanted in (str(row[0]).lower() for row in rows):
         raise CatalogUnavailable(
