@@ -101,7 +101,9 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
     ).collect()
     if not stats:
         return 0
-    heads = feed.heads([int(row[0]) for row in stats if row[0] is not None])
+    exists = feed.exists()  # asked once: a missing table costs the catalog a listing
+    shards = [int(row[0]) for row in stats if row[0] is not None]
+    heads = feed.committed_heads(shards, feed.format())[0] if exists else {}
     for row in stats:
         shard, low, bad = row[0], row[1], row[3]
         if shard is None or bad:
@@ -112,7 +114,7 @@ def write_batch(spark: Any, table: str, events: Any) -> int:
                 f"{feed.name.text} shard {shard}: event {bytes(low).hex()} is not above the head "
                 f"{head.hex()}; a feed only moves forward"
             )
-    if not feed.exists():
+    if not exists:
         spark.sql(f"create schema if not exists {feed.name.namespace_sql}")
         others = [n for n in names if n.lower() not in (SHARD_COLUMN, ULID_COLUMN)]
         created = ", ".join(f"`{n}`" for n in [SHARD_COLUMN, ULID_COLUMN, *others])

@@ -49,27 +49,15 @@ class RetentionResult:
     head_shard: int | None
 
 
-def _is_acid(spark: Any, table: str) -> bool:
-    return FeedTable.for_name(spark, table).format() != "parquet"
-
-
-def batch_range(spark: Any, table: str, acid: bool | None = None) -> tuple[int, int] | None:
-    """The lowest and highest committed batch of an existing feed; None if it has none.
-
-    parquet: the partition list (no data read); delta/iceberg: min/max of the partition
-    column, answered from file statistics (:meth:`FeedTable.batch_range`)."""
-    fmt = None if acid is None else ("delta" if acid else "parquet")  # min/max or the list
-    return FeedTable.for_name(spark, table).batch_range(fmt)
-
-
 def feed_horizon(spark: Any, table: str) -> int:
     """The highest batch retention has removed from the feed: its oldest batch minus 1.
 
     A consumer that has consumed up to batch ``P`` may read on iff ``P >= horizon``. 0
     for a feed that never lost a batch, an empty one, or one that does not exist."""
-    if not FeedTable.for_name(spark, table).exists():
+    feed = FeedTable.for_name(spark, table)
+    if not feed.exists():
         return 0
-    found = batch_range(spark, table)
+    found = feed.batch_range()
     return 0 if found is None else found[0] - 1
 
 
@@ -102,11 +90,11 @@ def consumed_batch(spark: Any, output: str) -> int | None:
             "retention cannot keep what it has not read; it is not a feed consumer "
             "(docs/spark.md), or rebuild it once with dbt run --full-refresh"
         )
-    acid = _is_acid(spark, output)
-    found = batch_range(spark, output, acid)
+    fmt = state.format()
+    found = state.batch_range(fmt)
     if found is None:
         return 0
-    where = "" if acid else f" where {BATCH_COLUMN} = {found[1]}"
+    where = "" if fmt != "parquet" else f" where {BATCH_COLUMN} = {found[1]}"
     value = spark.sql(f"select max(changefeed_feed_batch) from {output}{where}").first()[0]
     return 0 if value is None else int(value)
 
@@ -222,8 +210,9 @@ def retain(
     outputs = list(consumers)
     if not feed.exists():
         raise ValueError(f"feed table {table} does not exist")
-    acid = _is_acid(spark, table)
-    found = batch_range(spark, table, acid)
+    fmt = feed.format()
+    acid = fmt != "parquet"
+    found = feed.batch_range(fmt)
     if found is None:
         return RetentionResult(table, 0, 0, None, None, 0, None, 0, None)
     low, newest = found

@@ -173,10 +173,11 @@ class FeedTable:
         that hold them are read (:meth:`newest_heads`)."""
         if not self.exists():
             return {}
-        self.refresh()
-        return self.newest_heads(self.committed_batches(), shards)
+        return self.committed_heads(shards, self.format())[0]
 
-    def committed_heads(self, shards: list[int], fmt: str) -> tuple[dict[int, bytes], int]:
+    def committed_heads(
+        self, shards: Iterable[int] | None, fmt: str
+    ) -> tuple[dict[int, bytes], int]:
         """The heads of ``shards`` and the highest batch of the existing table of format
         ``fmt``, after a refresh (partitions registered by another session are listed)."""
         self.refresh()

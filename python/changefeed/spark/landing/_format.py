@@ -137,10 +137,6 @@ def check_partition_management(spark: Any) -> None:
         )
 
 
-def table_exists(spark: Any, table: TableName) -> bool:
-    return FeedTable(spark, table).exists()
-
-
 def stored_type(data_type: Any, fmt: str) -> Any:
     """The type a table of format ``fmt`` holds a column of ``data_type`` as, which is what
     Spark reads back: Iceberg has no ``tinyint`` or ``smallint`` and stores them as
@@ -297,13 +293,6 @@ def create_table(
         f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN}) "
         f"tblproperties ({identity.properties_sql()})"
     )
-
-
-def committed_heads(
-    spark: Any, table: TableName, shards: list[int], fmt: str
-) -> tuple[dict[int, bytes], int]:
-    """The heads of ``shards`` and the highest batch (:meth:`FeedTable.committed_heads`)."""
-    return FeedTable(spark, table).committed_heads(shards, fmt)
 
 
 def write_batch(frame: Any, table: TableName, batch: int, fmt: str) -> None:

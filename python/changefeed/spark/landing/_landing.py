@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.feedtable import SESSION_CATALOG
+from changefeed.spark.feedtable import SESSION_CATALOG, FeedTable
 from changefeed.spark.landing import (
     _format,
     _snapshot,
@@ -188,6 +188,7 @@ class Landing:
         self.source_options = dict(source_options)
         self.options = _landing_options(source_options)
         self.table = _format.parse_table(spark, target_table)
+        self.feed_table = FeedTable(spark, self.table)
         self.consumer = self.options.consumer or self.table.text
         self.keep_connection = keep_connection
         self.table_format = table_format
@@ -269,7 +270,7 @@ class Landing:
         would refuse: another feed's, or one with other columns or another format."""
         backend = self._connection()
         info = backend.describe(self.options.feed, self.options.payload)
-        if _format.table_exists(self.spark, self.table):
+        if self.feed_table.exists():
             schema = _format.feed_table_schema(info.layout().spark_schema())
             self._check_existing(backend, schema)
 
@@ -309,11 +310,11 @@ class Landing:
         listed = backend.shards(info) if options.shards is None else list(options.shards)
         if known is not None and known.schema == schema:
             heads, last_batch, fmt = known.cursors, known.last_batch, known.fmt
-        elif _format.table_exists(self.spark, table):
+        elif self.feed_table.exists():
             fmt, unrecorded = self._check_existing(backend, schema)
             if unrecorded:
                 _format.record_identity(self.spark, table, self._feed_identity(backend))
-            heads, last_batch = _format.committed_heads(self.spark, table, listed, fmt)
+            heads, last_batch = self.feed_table.committed_heads(listed, fmt)
             known = None
         else:
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=False)

@@ -185,7 +185,7 @@ def execute(
     landing._run(None, on_stage, only=[shard], caps={shard: ulid_before(request.first_ulid)})
     spark, table = landing.spark, landing.table
     fmt = _format.choose_format(spark, table, landing.table_format, exists=True)
-    heads, last_batch = _format.committed_heads(spark, table, [shard], fmt)
+    heads, last_batch = landing.feed_table.committed_heads([shard], fmt)
     head = heads.get(shard)
     in_block = head is not None and request.first_ulid <= head <= request.last_ulid
     head_key = _head_key(spark, table, info, shard, head) if in_block else None
