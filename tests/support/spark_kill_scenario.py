@@ -108,9 +108,12 @@ def _plain(value: Any) -> Any:
 
 
 def _dump(spark: Any, tables: list[str]) -> dict[str, Any]:
+    # changefeed's check: a metastore that fails to answer is an error, not a missing table
+    from changefeed.spark.feedtable import table_exists
+
     out: dict[str, Any] = {}
     for table in tables:
-        if not spark.catalog.tableExists(table):
+        if not table_exists(spark, table):
             out[table] = None
             continue
         spark.sql(f"refresh table {table}")
@@ -308,15 +311,21 @@ def main() -> None:
     spark.stop()
 
 
+def _metastore_url(workdir: Path) -> str | None:
+    """The JDBC URL of the driver's embedded Derby metastore; None before any statement
+    has used the metastore (then nothing is booted or locked)."""
+    database = workdir / "warehouse" / "metastore_db"
+    return f"jdbc:derby:;databaseName={database}" if database.exists() else None
+
+
 def _release_metastore(spark: Any, workdir: Path) -> None:
     """Shut the embedded Derby database of the metastore down: its lock goes, and a killed
     process can open it. (Derby reports a shutdown as an SQLException.)"""
-    database = workdir / "warehouse" / "metastore_db"
-    if not database.exists():  # no statement has used the metastore yet: nothing is locked
+    url = _metastore_url(workdir)
+    if url is None:
         return
-    url = f"jdbc:derby:;databaseName={database};shutdown=true"
     try:
-        spark.sparkContext._jvm.java.sql.DriverManager.getConnection(url)
+        spark.sparkContext._jvm.java.sql.DriverManager.getConnection(f"{url};shutdown=true")
     except Exception as exc:  # the expected way Derby says "shut down"
         if "08006" not in str(exc) and "shutdown" not in str(exc).lower():
             raise
@@ -330,10 +339,9 @@ def _boot_metastore(spark: Any, workdir: Path, timeout: float = 60.0) -> None:
     every kill. Left to Hive, that first failure happens inside its metastore call, and
     Hive reports a database it could not read as missing, so that
     ``spark.catalog.tableExists`` answers False for a table that exists."""
-    database = workdir / "warehouse" / "metastore_db"
-    if not database.exists():
+    url = _metastore_url(workdir)
+    if url is None:
         return
-    url = f"jdbc:derby:;databaseName={database}"
     deadline = time.monotonic() + timeout
     while True:
         try:
