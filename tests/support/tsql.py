@@ -12,17 +12,37 @@ import concurrent.futures
 import hashlib
 import multiprocessing
 import os
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One token; a tuple, as the static checks make millions of them."""
+
     kind: str  # "word", "string", "other"
     text: str
     start: int
+
+
+#: One token at a position (``re.X``): the named group says which; ``open`` is a string or
+#: identifier that never closes, and ``block`` a block comment, which nests (scanned by
+#: hand). Matching whole tokens is what keeps the static checks of the render matrix fast:
+#: a loop over characters took most of their time.
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+)
+    | (?P<line>--[^\n]*\n?)
+    | (?P<block>/\*)
+    | (?P<identifier>\[[^\]]*+(?:\]\][^\]]*+)*+\] | "[^"]*+(?:""[^"]*+)*+")
+    | (?P<string>(?:(?<![\w@#$])[nN])?'[^']*+(?:''[^']*+)*+')
+    | (?P<word>[\w@#$]+)
+    | (?P<open>[\["'])
+    | (?P<other>.)
+    """,
+    re.X | re.S,
+)
 
 
 def tokens(sql: str) -> list[Token]:
@@ -31,64 +51,30 @@ def tokens(sql: str) -> list[Token]:
     doubled closing characters, and ``'...'``/``N'...'`` strings with doubled quotes."""
     out: list[Token] = []
     i, n = 0, len(sql)
+    match = _TOKEN.match
     while i < n:
-        ch = sql[i]
-        if sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if sql.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif sql.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
+        found = match(sql, i)
+        assert found is not None  # `other` matches any character
+        kind, end = found.lastgroup, found.end()
+        if kind == "block":
+            depth = 1
+            while depth:
+                opening, closing = sql.find("/*", end), sql.find("*/", end)
+                if closing < 0:
+                    raise ValueError(f"unterminated block comment at {i}")
+                if 0 <= opening < closing:
+                    depth, end = depth + 1, opening + 2
                 else:
-                    i += 1
-            if depth:
-                raise ValueError(f"unterminated block comment at {i}")
-        elif ch in '["':
-            close = "]" if ch == "[" else '"'
-            j = i + 1
-            while True:
-                k = sql.find(close, j)
-                if k < 0:
-                    raise ValueError(f"unterminated identifier at {i}: {sql[i : i + 60]!r}")
-                if sql.startswith(close * 2, k):
-                    j = k + 2
-                    continue
-                break
-            out.append(Token("other", sql[i : k + 1], i))
-            i = k + 1
-        elif ch == "'" or (ch in "nN" and sql.startswith("'", i + 1) and _word_boundary(sql, i)):
-            start = i
-            j = i + (2 if ch != "'" else 1)
-            while True:
-                k = sql.find("'", j)
-                if k < 0:
-                    raise ValueError(f"unterminated string at {start}: {sql[start : start + 60]!r}")
-                if sql.startswith("''", k):
-                    j = k + 2
-                    continue
-                break
-            out.append(Token("string", sql[start : k + 1], start))
-            i = k + 1
-        elif ch.isalnum() or ch in "_@#$":
-            j = i
-            while j < n and (sql[j].isalnum() or sql[j] in "_@#$"):
-                j += 1
-            out.append(Token("word", sql[i:j], i))
-            i = j
-        elif ch.isspace():
-            i += 1
-        else:
-            out.append(Token("other", ch, i))
-            i += 1
+                    depth, end = depth - 1, closing + 2
+        elif kind == "open":
+            what = "string" if sql[i] == "'" else "identifier"
+            raise ValueError(f"unterminated {what} at {i}: {sql[i : i + 60]!r}")
+        elif kind == "identifier" or kind == "other":
+            out.append(Token("other", found.group(), i))
+        elif kind in ("string", "word"):
+            out.append(Token(kind, found.group(), i))
+        i = end
     return out
-
-
-def _word_boundary(sql: str, i: int) -> bool:
-    return i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_@#$")
 
 
 def string_value(literal: str) -> str:
