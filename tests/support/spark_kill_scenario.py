@@ -188,7 +188,35 @@ def _project_dir(plan: dict[str, Any], step: dict[str, Any] | None = None) -> st
     return str(chosen or REPO / "integration_tests")
 
 
-def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | None:
+#: The resident driver's parsed manifests, by :func:`_manifest_key`: a dbt invocation given
+#: one skips parsing (as in the tests' own harness). Its plans switch between projects and
+#: schemas, and dbt's partial parsing re-read a whole project (about 4 s) at each switch.
+_MANIFESTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _project_files(project_dir: str) -> tuple[tuple[str, int, int], ...]:
+    """Each file of a project (path, size, modification time), without dbt's own output."""
+    found = []
+    for root, dirs, files in os.walk(project_dir):
+        dirs[:] = [d for d in dirs if d not in ("target", "logs", "dbt_packages")]
+        for name in files:
+            stat = os.stat(os.path.join(root, name))
+            found.append((os.path.join(root, name), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(found))
+
+
+def _manifest_key(common: list[str], env: dict[str, str], project_dir: str) -> tuple[Any, ...]:
+    """Everything a parse depends on: the arguments but the command, the environment the
+    step sets, and the project's files (a test may rewrite a model between plans)."""
+    return (tuple(common), tuple(sorted(env.items())), _project_files(project_dir))
+
+
+def _dbt(
+    workdir: Path, plan: dict[str, Any], step: dict[str, Any], *, reuse_parse: bool = False
+) -> str | None:
+    """Run the step's dbt command in-process; its error text, or None. ``reuse_parse`` (the
+    resident driver) keeps each parsed manifest for the next invocation of the same
+    project, profile, variables and files."""
     from dbt.cli.main import dbtRunner
 
     profiles = _profiles(workdir, step.get("schema", plan["schema"]))
@@ -199,10 +227,10 @@ def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | Non
         **step.get("env", {}),
     }
     os.environ.update(env)
-    args = [
-        *step["dbt"],
+    project_dir = _project_dir(plan, step)
+    common = [
         "--project-dir",
-        _project_dir(plan, step),
+        project_dir,
         "--profiles-dir",
         str(profiles),
         "--target",
@@ -211,9 +239,18 @@ def _dbt(workdir: Path, plan: dict[str, Any], step: dict[str, Any]) -> str | Non
         str(workdir / "logs"),
         "--no-version-check",
     ]
-    if step["dbt"][0] not in ("deps", "clean"):
-        args += ["--vars", json.dumps(plan.get("vars", {}))]
-    result = dbtRunner().invoke(args)
+    command = step["dbt"]
+    if command[0] not in ("deps", "clean"):
+        common += ["--vars", json.dumps(plan.get("vars", {}))]
+    manifest = None
+    if reuse_parse and command[0] not in ("deps", "clean", "parse"):
+        key = _manifest_key(common, env, project_dir)
+        manifest = _MANIFESTS.get(key)
+        if manifest is None:
+            parsed = dbtRunner().invoke(["parse", *common])
+            if parsed.success:
+                manifest = _MANIFESTS[key] = parsed.result
+    result = dbtRunner(manifest=manifest).invoke([*command, *common])
     if result.success:
         return None
     messages = [str(result.exception)] if result.exception else []
@@ -273,7 +310,7 @@ def _run_steps(
             elif "events" in step:
                 _events(step["events"])
             elif "dbt" in step:
-                error = _dbt(workdir, plan, step)
+                error = _dbt(workdir, plan, step, reuse_parse=not killable)
                 expected = step.get("expect_error")
                 if expected is None and error is not None:
                     raise RuntimeError(f"dbt {step['dbt']} failed: {error}")
