@@ -12,12 +12,17 @@ from typing import Any
 
 import pytest
 from tests.support import schedule, spark_jvm
+from tests.support.dbt_harness import keep_parsed_jinja
 from tests.support.real_parts import unavailable
 
 # The Spark JVMs of the processes the tests start get C1 only, the serial collector and
 # the class-data archive `make test` builds; the worker's own session keeps C2 (see
 # tests/support/spark_jvm.py). A SPARK_SUBMIT_OPTS of the developer's own is kept.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.child_options())
+
+# Every dbt project the tests parse in this process (the harness's, the docs' and the
+# demo's scratch projects) shares the package's parsed macros (tests/support/dbt_harness.py).
+keep_parsed_jinja()
 
 # Under pytest-xdist (`make test` runs `-n 2`; pyproject's addopts choose `--dist
 # loadgroup --no-loadscope-reorder`) each worker is a test session of its own, with its own
