@@ -22,6 +22,7 @@ from tests.support.sqlserver_fake import Answer, FakeServer
 
 from changefeed.client import CannotConnect, ChangefeedError
 from changefeed.client.sqlserver import PAYLOAD_CHUNK, connect_arguments
+from changefeed.spark.feedtable import TableName
 from changefeed.spark.landing import _landing
 from changefeed.spark.source import (
     ChangefeedSourceError,
@@ -407,3 +408,35 @@ def test_the_landing_writer_lock_and_source_identity(monkeypatch: pytest.MonkeyP
     assert server.closed == closed + 1
     with pytest.raises(ChangefeedError, match=r"sp_getapplock for the landing of t\.x failed"):
         b.try_writer_lock("t.x")
+
+
+@pytest.mark.parametrize(
+    ("target", "locked"),
+    [
+        ("`spark_catalog`.landing.orders", "landing.orders"),
+        ("`land``ing`.`or.ders`", "land`ing.or.ders"),
+        (" iceberg . landing . orders ", "iceberg.landing.orders"),
+    ],
+)
+def test_the_check_before_spark_locks_what_the_landing_locks(
+    monkeypatch: pytest.MonkeyPatch, target: str, locked: str
+) -> None:
+    """``check_source`` takes the target's writer lock under the name the landing gives
+    it (``TableName.text``), backticks and the session catalog included: a hand split
+    of the name once locked another resource, so a running landing went unseen."""
+    server = FakeServer()
+    registry(server)
+    server.on(r"exec @r = sys\.sp_getapplock", (["result"], [(0,)]))
+    monkeypatch.setattr(_landing, "open_backend", lambda *_: backend(server))
+    _landing.check_source({"connection": URI, "feed": FEED}, target)
+    assert TableName.parse_qualified(target).text == locked  # type: ignore[union-attr]
+    (taken,) = [s for s in server.statements if "sp_getapplock" in s]
+    assert f"@Resource = N'changefeed/land/{locked.lower()}'," in taken
+
+
+def test_the_check_before_spark_refuses_a_malformed_target() -> None:
+    """A target that is no table name fails before any connection, with the landing's
+    error; a bare table name is left to the landing (its database is Spark's)."""
+    with pytest.raises(ChangefeedSourceError, match=r"^target table: a feed table is named"):
+        _landing.check_source({"connection": URI, "feed": FEED}, "a.b.c.d")
+    assert TableName.parse_qualified("orders") is None

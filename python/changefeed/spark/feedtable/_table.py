@@ -32,6 +32,20 @@ class FeedTableNameError(ChangefeedError, ValueError):
     """A name that is not ``catalog.database.table``, ``database.table`` or ``table``."""
 
 
+def _parts(name: str) -> list[str]:
+    """The one, two or three parts of a table name; raises :class:`FeedTableNameError`."""
+    try:
+        parts = [p.strip() for p in split_name(str(name).strip())]
+    except ValueError:
+        parts = []
+    if not parts or len(parts) > 3 or not all(parts):
+        raise FeedTableNameError(
+            f"a feed table is named database.table, catalog.database.table (e.g. "
+            f"iceberg.landing.orders) or table (in the current database); got {name!r}"
+        )
+    return parts
+
+
 @dataclass(frozen=True)
 class TableName:
     """A table's database and name, and its catalog unless it is the session's own (both
@@ -45,18 +59,20 @@ class TableName:
     def parse(cls, spark: Any, name: str) -> TableName:
         """``catalog.database.table``, ``database.table`` or ``table`` (in the session's
         current database), parts optionally in backticks."""
-        try:
-            parts = split_name(str(name).strip())
-        except ValueError:
-            parts = []
-        parts = [p.strip() for p in parts]
-        if not parts or len(parts) > 3 or not all(parts):
-            raise FeedTableNameError(
-                f"a feed table is named database.table, catalog.database.table (e.g. "
-                f"iceberg.landing.orders) or table (in the current database); got {name!r}"
-            )
+        parts = _parts(name)
         if len(parts) == 1:
             return cls(spark.catalog.currentDatabase(), parts[0])
+        return cls._qualified(parts)
+
+    @classmethod
+    def parse_qualified(cls, name: str) -> TableName | None:
+        """As :meth:`parse`, without Spark: None for a bare ``table``, whose database only
+        the session knows (its current one). A malformed name raises as in :meth:`parse`."""
+        parts = _parts(name)
+        return None if len(parts) == 1 else cls._qualified(parts)
+
+    @classmethod
+    def _qualified(cls, parts: list[str]) -> TableName:
         if len(parts) == 2:
             return cls(parts[0], parts[1])
         catalog = None if parts[0].lower() == SESSION_CATALOG else parts[0]

@@ -76,6 +76,14 @@ def parse_table(spark: Any, name: str) -> TableName:
         raise ChangefeedSourceError(f"target table: {exc}") from None
 
 
+def parse_qualified_table(name: str) -> TableName | None:
+    """:func:`parse_table` before Spark has started: None for a bare ``table``."""
+    try:
+        return TableName.parse_qualified(name)
+    except FeedTableNameError as exc:
+        raise ChangefeedSourceError(f"target table: {exc}") from None
+
+
 def choose_format(spark: Any, table: TableName, requested: str | None, exists: bool) -> str:
     """The landed table's format: an existing table's own (``requested`` must agree), else
     ``requested``, else Iceberg in a catalog other than the session's and parquet in it."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.feedtable import SESSION_CATALOG, FeedTable
+from changefeed.spark.feedtable import FeedTable
 from changefeed.spark.landing import (
     _format,
     _snapshot,
@@ -414,12 +414,11 @@ def check_source(source_options: Mapping[str, str], target_table: str | None = N
     calls this first to report a typo or a running landing at once.
     Raises :class:`ChangefeedSourceError` naming the cause."""
     options = _landing_options(source_options)
-    # Without Spark a bare table name has no database: the landing itself checks it.
-    if target_table is not None and "." in target_table:
-        parts = [part.strip().strip("`") for part in target_table.split(".")]
-        if len(parts) == 3 and parts[0].lower() == SESSION_CATALOG:
-            parts = parts[1:]  # as the landing names it (_format.parse_table)
-        backend = _locked_backend(options, ".".join(parts))
+    # Named as the landing names it, so that the lock is the landing's; without Spark a
+    # bare table name has no database: the landing itself checks it.
+    table = None if target_table is None else _format.parse_qualified_table(target_table)
+    if table is not None:
+        backend = _locked_backend(options, table.text)
     else:
         backend = open_backend(options.connection, options.changefeed_schema)
     with backend:
