@@ -28,8 +28,8 @@ class Token(NamedTuple):
 
 #: One token at a position (``re.X``): the named group says which; ``open`` is a string or
 #: identifier that never closes, and ``block`` a block comment, which nests (scanned by
-#: hand). Matching whole tokens is what keeps the static checks of the render matrix fast:
-#: a loop over characters took most of their time.
+#: hand). Matching whole tokens keeps the static checks of the render matrix fast: a loop
+#: over characters took about a third of tests/test_sqlserver_render.py's time.
 _TOKEN = re.compile(
     r"""
     (?P<space>\s+)
