@@ -70,5 +70,26 @@ def register(spark: Any) -> str:
     Registering again is harmless. Executors need this package installed (they run the
     partitions in Python workers).
     """
-    spark.dataSource.register(FeedDataSource)
+    try:
+        spark.dataSource.register(FeedDataSource)
+    except Exception as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc) or not hasattr(spark, "_jsparkSession"):
+            raise
+        # Spark looks the name up in the thread's *active* session, not in ``spark``: a
+        # ``newSession()`` of a session that registered the format is refused, though it
+        # lacks it. Registering while ``spark`` is the active session puts it there.
+        _register_as_active(spark)
     return FORMAT_NAME
+
+
+def _register_as_active(spark: Any) -> None:
+    sessions = spark._jvm.org.apache.spark.sql.SparkSession
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(spark._jsparkSession)
+    try:
+        spark.dataSource.register(FeedDataSource)
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
