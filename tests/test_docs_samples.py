@@ -53,6 +53,8 @@ RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
+    "spark-source-feeds-file": "tests/test_landing_service.py::test_the_documented_feeds_file_resolves_as_the_page_says",  # noqa: E501
+    "spark-source-service-run": "tests/test_landing_service.py::test_a_service_killed_mid_batch_restarts_with_nothing_lost_or_twice",  # noqa: E501
     "spark-verify": f"{VERIFY}::test_the_documented_command_exits_4_on_a_difference_and_0_on_equality",  # noqa: E501
     "spark-verify-output": f"{VERIFY}::test_the_documented_command_exits_4_on_a_difference_and_0_on_equality",  # noqa: E501
     "python-api-verify": f"{VERIFY}::test_the_documented_python_call",
@@ -93,6 +95,7 @@ REGISTRY: dict[str, str] = {
     "python-api-barrier": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-retry": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-land": f"{HERE}::test_python_api_samples_run_in_order",
+    "python-api-landing-service": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sparkfeed": f"{HERE}::test_python_api_samples_run_in_order",
     "spark-freshness": f"{FRESHNESS}::test_the_documented_declaration_is_the_tested_one",
     "spark-freshness-command": f"{FRESHNESS}::test_landed_feed_freshness",
@@ -436,6 +439,7 @@ PYTHON_API = [
     "python-api-barrier",
     "python-api-retry",
     "python-api-land",
+    "python-api-landing-service",
     "python-api-sparkfeed",
     "python-api-ulid",
     "python-api-local",
@@ -481,7 +485,8 @@ def test_python_api_samples_run_in_order(
     shop_database: Any, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     uri = shop_database("cf_docs_api")
-    spark.sql("drop table if exists shop_landing.orders_feed")
+    for table in ("orders_feed", "orders_all"):
+        spark.sql(f"drop table if exists shop_landing.{table}")
     texts = {
         "python-api-write": sample("python-api-write"),
         "python-api-outbox": sample("python-api-outbox"),
@@ -489,6 +494,7 @@ def test_python_api_samples_run_in_order(
         "python-api-barrier": sample("python-api-barrier"),
         "python-api-retry": sample("python-api-retry"),
         "python-api-land": sample("python-api-land"),
+        "python-api-landing-service": sample("python-api-landing-service"),
         "python-api-sparkfeed": sample("python-api-sparkfeed"),
         "python-api-ulid": sample("python-api-ulid"),
         "python-api-local": sample("python-api-local"),
@@ -502,6 +508,7 @@ def test_python_api_samples_run_in_order(
         assert "True 0" in out
         assert "feed 'shop.nope' is not registered" in out
         assert "shop_landing.orders_feed: batch 1, 2 events from 1 shard" in out
+        assert "shop.orders -> shop_landing.orders_all: ok, 1 batch, 2 events in 1 run" in out
         assert "PostgreSQL 16" in out
         result = namespace["result"]
         assert (result.batch, result.events) == (1, 2)
@@ -511,7 +518,8 @@ def test_python_api_samples_run_in_order(
     finally:
         if "conn" in namespace:
             namespace["conn"].close()
-        spark.sql("drop table if exists shop_landing.orders_feed")
+        for table in ("orders_feed", "orders_all"):
+            spark.sql(f"drop table if exists shop_landing.{table}")
 
 
 # -- docs/macros.md ---------------------------------------------------------------------------

@@ -4,6 +4,10 @@
         --feed shop.orders --table landing.orders_feed --payload
     changefeed land ... --continuous --interval 60       # one batch per minute until stopped
     changefeed land ... --continuous --interval 1 --poll 0.1   # low latency: within seconds
+    changefeed land --feed 'shop.*' --table 'landing.{schema}_{table}' --payload  # many feeds
+
+Several feeds (a list, patterns, or ``--feeds-file``) land from one service:
+:mod:`changefeed.cli.land_service`.
 
 A continuous landing prints one line per landed batch, and a run that found nothing new
 at most once a minute (``--verbose``: every run; ``--quiet``: no per-run line, errors and
@@ -33,6 +37,7 @@ from typing import Any
 from changefeed.catalog import ANNOUNCED
 from changefeed.cli import CliError, first_line, spark_missing
 from changefeed.cli.catalog import shared_catalog
+from changefeed.cli.land_service import is_service, split_feeds
 from changefeed.cli.local_spark import add_spark_arguments, set_runtime_conf, spark_conf
 from changefeed.client import redact
 
@@ -43,7 +48,20 @@ def add_parser(subparsers: Any) -> None:
         help="land a feed into a Spark table (one batch per run)",
         description="Land a feed into a Spark table: one appended batch per run.",
     )
-    add_source_arguments(parser)
+    add_source_arguments(parser, many=True)
+    parser.add_argument("--feeds-file", metavar="FILE",
+                        help="a YAML file of feeds, tables and per-feed options, landed by "
+                        "one service (docs/spark-source.md, \"Many feeds: one landing "
+                        "service\")")  # fmt: skip
+    parser.add_argument("--workers", type=int,
+                        help="several feeds: how many land at the same moment (default "
+                        "8)")  # fmt: skip
+    parser.add_argument("--attempts", type=int,
+                        help="several feeds, one-shot: runs of a failing feed before it is "
+                        "reported failed (default 3)")  # fmt: skip
+    parser.add_argument("--status-file", metavar="FILE",
+                        help="several feeds: keep each feed's state in this JSON file "
+                        "(read by `changefeed status --service FILE`)")  # fmt: skip
     parser.add_argument("--continuous", action="store_true",
                         help="run every --poll seconds until SIGINT/SIGTERM, landing at most "
                         "one batch per --interval")  # fmt: skip
@@ -64,16 +82,23 @@ def add_parser(subparsers: Any) -> None:
 
 
 def add_source_arguments(
-    parser: argparse.ArgumentParser, payload: bool = True, table_required: bool = True
+    parser: argparse.ArgumentParser,
+    payload: bool = True,
+    table_required: bool = True,
+    many: bool = False,
 ) -> None:
     """The landing's arguments (connection, feed, table and the source options), shared
     by ``land`` and ``snapshot``; ``payload``: offer ``--payload`` (a snapshot always
     lands payloads); ``table_required``: false where the command checks it (``snapshot
-    --cancel`` lands nothing)."""
-    add_feed_arguments(parser)
-    parser.add_argument("--table", required=table_required,
-                        help="the Spark table: database.table, or catalog.database.table in "
-                        "an Iceberg catalog (e.g. iceberg.landing.orders)")  # fmt: skip
+    --cancel`` lands nothing); ``many``: ``--feed`` may name several feeds and patterns,
+    and ``--table`` be a template (``land``, which checks what is required)."""
+    add_feed_arguments(parser, many=many)
+    table_help = ("the Spark table: database.table, or catalog.database.table in an Iceberg "
+                  "catalog (e.g. iceberg.landing.orders)")  # fmt: skip
+    if many:
+        table_help += ("; with several feeds a template in which {schema} and {table} are "
+                       "the parts of each feed's id (e.g. 'landing.{schema}_{table}')")  # fmt: skip
+    parser.add_argument("--table", required=table_required and not many, help=table_help)
     parser.add_argument("--table-format", choices=["parquet", "delta", "iceberg"],
                         help="the format of a table the landing creates (default: parquet; "
                         "iceberg in an Iceberg catalog); an existing table keeps its "
@@ -95,18 +120,37 @@ def add_source_arguments(
                         "under, for retention and status (default: the table's name)")  # fmt: skip
 
 
-def add_feed_arguments(parser: argparse.ArgumentParser) -> None:
+def add_feed_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
     """The arguments that name the feed and its database (what :func:`feed_options`
-    reads), shared by ``land``, ``snapshot`` and ``verify``."""
-    parser.add_argument("--connection", required=not os.environ.get("CHANGEFEED_CONNECTION"),
+    reads), shared by ``land``, ``snapshot`` and ``verify``; ``many``: see
+    :func:`add_source_arguments` (a feeds file may name the connection)."""
+    needed = not many and not os.environ.get("CHANGEFEED_CONNECTION")
+    parser.add_argument("--connection", required=needed,
                         help="postgresql://... or mssql://user:password@host:port/database; "
                         "default from CHANGEFEED_CONNECTION", default=os.environ.get(
                             "CHANGEFEED_CONNECTION"))  # fmt: skip
     parser.add_argument("--password", default=os.environ.get("CHANGEFEED_PASSWORD"),
                         help="database password (default: CHANGEFEED_PASSWORD; keeps it out "
                         "of the URI and the process list)")  # fmt: skip
-    parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
+    if many:
+        parser.add_argument("--feed", action=_Feeds,
+                            help="the feed: schema.table of the source; repeatable or comma-"
+                            "separated, and a pattern such as 'shop.*' names every registered "
+                            "feed it matches (several feeds land from one service)")  # fmt: skip
+    else:
+        parser.add_argument("--feed", required=True, help="the feed: schema.table of the source")
     parser.add_argument("--changefeed-schema", help="the feeds' schema (default changefeed)")
+
+
+class _Feeds(argparse.Action):
+    """A repeated ``--feed`` joins its values with commas: ``args.feed`` stays one string
+    (one feed's id when one is given, as for ``snapshot`` and ``verify``)."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else values)
 
 
 def feed_options(args: argparse.Namespace) -> dict[str, str]:
@@ -202,6 +246,16 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--poll needs --continuous")
     if (args.verbose or args.quiet) and not args.continuous:
         raise CliError(f"--{'verbose' if args.verbose else 'quiet'} needs --continuous")
+    if not args.feed and not args.feeds_file:
+        raise CliError("name the feed: --feed schema.table (repeatable, or a pattern such as "
+                       "'shop.*'), or --feeds-file FILE")  # fmt: skip
+    if is_service(args):
+        return _run_service(args)
+    args.feed = split_feeds([args.feed])[0]
+    if not args.connection:
+        raise CliError("--connection is required (or set CHANGEFEED_CONNECTION)")
+    if not args.table:
+        raise CliError("--table is required: the Spark table to land into")
     options = source_options(args)
     try:
         # Seconds, where a Spark start takes half a minute: a wrong connection, driver
@@ -229,6 +283,33 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         # A Spark or database failure: its first line (Spark's go on for pages), redacted.
         raise CliError(f"{type(exc).__name__}: {redact(first_line(exc))}") from None
+
+
+def _run_service(args: argparse.Namespace) -> int:
+    """Several feeds: resolved (patterns against the database) before Spark starts."""
+    from changefeed.cli.land_service import run_service, service_targets
+    from changefeed.spark.source import ChangefeedSourceError
+
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers must be at least 1, got {args.workers}")
+    if args.attempts is not None and args.continuous:
+        raise CliError("--attempts is for a one-shot run: a continuous service retries a "
+                       "failing feed for as long as it runs")  # fmt: skip
+    if args.attempts is not None and args.attempts < 1:
+        raise CliError(f"--attempts must be at least 1, got {args.attempts}")
+    args.attempts = args.attempts or 3
+    shared = source_options(argparse.Namespace(**{**vars(args), "feed": ""}))
+    del shared["feed"]
+    if not shared.get("connection"):
+        shared.pop("connection", None)
+        if not args.feeds_file:
+            raise CliError("--connection is required (or set CHANGEFEED_CONNECTION)")
+    targets = service_targets(args, shared)
+    spark = start_spark(args)
+    try:
+        return run_service(args, spark, targets)
+    except ChangefeedSourceError as exc:
+        raise CliError(str(exc)) from None
 
 
 #: The most often a continuous landing says that it found nothing new, by default.

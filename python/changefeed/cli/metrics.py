@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
+from changefeed.service_state import FeedState
 
 #: name -> help text. Order is the output order.
 METRICS: dict[str, str] = {
@@ -38,6 +39,12 @@ METRICS: dict[str, str] = {
     "(0 when it is caught up).",
     "changefeed_consumer_behind_retention": "1 when the consumer's cursor lies below the "
     "shard's retention horizon: it cannot continue and must re-snapshot.",
+    "changefeed_landing_feed_failures": "A landing service's feed (status --service): its "
+    "failed runs in a row, 0 when its last run succeeded.",
+    "changefeed_landing_feed_last_success_timestamp_seconds": "A landing service's feed: "
+    "when its last successful run ended, in Unix seconds.",
+    "changefeed_landing_feed_events": "A landing service's feed: events it landed since the "
+    "service started.",
 }
 
 Labels = Mapping[str, str]
@@ -64,9 +71,13 @@ def number(value: float) -> str:
 
 
 def exposition(
-    feeds: Sequence[FeedStatus], shards: Sequence[ShardStatus], lags: Sequence[ConsumerLag]
+    feeds: Sequence[FeedStatus],
+    shards: Sequence[ShardStatus],
+    lags: Sequence[ConsumerLag],
+    landing: Sequence[FeedState] = (),
 ) -> str:
-    """The text exposition of one ``status`` run."""
+    """The text exposition of one ``status`` run (``landing``: a landing service's feeds,
+    ``--service``)."""
     samples: dict[str, list[tuple[Labels, float]]] = {name: [] for name in METRICS}
     for f in feeds:
         samples["changefeed_feed_info"].append(
@@ -96,6 +107,14 @@ def exposition(
         samples["changefeed_consumer_lag_events"].append((labels, c.lag_events))
         samples["changefeed_consumer_lag_seconds"].append((labels, c.oldest_unread_age_s or 0.0))
         samples["changefeed_consumer_behind_retention"].append((labels, int(c.behind_retention)))
+    for state in landing:
+        labels = {"feed": state.feed, "table": state.table}
+        samples["changefeed_landing_feed_failures"].append((labels, state.failures))
+        if state.last_success is not None:
+            samples["changefeed_landing_feed_last_success_timestamp_seconds"].append(
+                (labels, state.last_success)
+            )
+        samples["changefeed_landing_feed_events"].append((labels, state.events))
     return "".join(_family(name, samples[name]) for name in METRICS)
 
 

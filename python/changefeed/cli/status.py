@@ -40,6 +40,7 @@ from changefeed.cli.feeds import (
 )
 from changefeed.cli.local_spark import start_local_spark
 from changefeed.cli.metrics import exposition
+from changefeed.cli.service_status import read_service, render_service
 from changefeed.cli.status_types import ConsumerLag, FeedStatus, ShardStatus
 from changefeed.client import ZERO_ULID
 from changefeed.ulid import encode_one, timestamp_ms_one, timestamp_one
@@ -91,6 +92,13 @@ def add_parser(subparsers: Any) -> None:
         "monitoring; metric names in docs/operations.md)",
     )
     parser.add_argument("--json", action="store_true", help="the same as --format json")
+    parser.add_argument(
+        "--service",
+        metavar="FILE",
+        help="a landing service's status file (`changefeed land --status-file FILE`): "
+        "each feed's state, failures in a row and last error; read without Spark, and "
+        "without a database unless --connection is given too",
+    )
 
 
 FORMATS = ("text", "json", "prometheus")
@@ -100,22 +108,32 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or ("json" if args.json else "text")
     if args.json and fmt != "json":
         raise CliError(f"--json and --format {fmt} contradict each other: give one of them")
-    feeds, shards, lags = collect(args)
-    if fmt == "json":
-        print(
-            json.dumps(
-                {
-                    "feeds": [asdict(f) for f in feeds],
-                    "shards": [asdict(s) for s in shards],
-                    "consumers": [asdict(c) for c in lags],
-                },
-                indent=2,
-            )
-        )
-    elif fmt == "prometheus":
-        print(exposition(feeds, shards, lags), end="")
+    service = read_service(Path(args.service)) if args.service else None
+    if service is not None and not args.connection:
+        if args.feed or args.consumer or args.cursor:
+            raise CliError("--feed, --consumer and --cursor read the database: give "
+                           "--connection (or set CHANGEFEED_CONNECTION) too")  # fmt: skip
+        feeds: list[FeedStatus] = []
+        shards: list[ShardStatus] = []
+        lags: list[ConsumerLag] = []
     else:
-        print(render(shards, lags, feeds))
+        feeds, shards, lags = collect(args)
+    if fmt == "json":
+        document: dict[str, Any] = {
+            "feeds": [asdict(f) for f in feeds],
+            "shards": [asdict(s) for s in shards],
+            "consumers": [asdict(c) for c in lags],
+        }
+        if service is not None:
+            document["service"] = {**service[0], "feeds": [asdict(f) for f in service[1]]}
+        print(json.dumps(document, indent=2))
+    elif fmt == "prometheus":
+        print(exposition(feeds, shards, lags, service[1] if service else ()), end="")
+    else:
+        parts = [] if service is not None and not args.connection else [render(shards, lags, feeds)]
+        if service is not None:
+            parts.append(render_service(*service))
+        print("\n\n".join(parts))
     return 0
 
 

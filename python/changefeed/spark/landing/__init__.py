@@ -31,6 +31,9 @@ table's writer lock in the source database, and a second landing of the table fa
 once naming the holder. The table records its feed (table properties ``changefeed.feed``
 and ``changefeed.source``), and a landing of another feed into it is refused.
 
+:class:`LandingService` lands many feeds from one Spark application, each with its own
+:class:`Landing` (``resolve_targets`` names them by id or pattern such as ``shop.*``).
+
 :func:`land_continuously` repeats the runs in one process until stopped, with
 :class:`Landing` keeping the state of its own last commit between them (no table read
 per run); at ``interval=1, poll=0.1`` events land within a few seconds of their commit
@@ -42,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from changefeed.service_state import FeedState
 from changefeed.spark.landing._continuous import (
     MAX_INTERVAL,
     MIN_INTERVAL,
@@ -55,6 +59,13 @@ from changefeed.spark.landing._landing import (
     StageCallback,
     check_source,
 )
+from changefeed.spark.landing._service import (
+    DEFAULT_WORKERS,
+    FeedTarget,
+    LandingService,
+    resolve_targets,
+    table_name,
+)
 from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgress, source_frame
 from changefeed.spark.landing._snapshot import cancel as cancel_snapshot
 from changefeed.spark.landing._snapshot import request as request_snapshot
@@ -63,12 +74,16 @@ from changefeed.spark.landing._snapshot_types import SnapshotRequest
 from changefeed.spark.source import ChangefeedSourceError
 
 __all__ = [
+    "DEFAULT_WORKERS",
     "MAX_INTERVAL",
     "MIN_INTERVAL",
     "MIN_POLL",
     "ChangefeedSourceError",
+    "FeedState",
+    "FeedTarget",
     "Landing",
     "LandingResult",
+    "LandingService",
     "SnapshotProgress",
     "SnapshotRequest",
     "cancel_snapshot",
@@ -77,7 +92,9 @@ __all__ = [
     "land",
     "land_continuously",
     "request_snapshot",
+    "resolve_targets",
     "source_frame",
+    "table_name",
 ]
 
 

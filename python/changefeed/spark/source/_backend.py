@@ -189,6 +189,11 @@ class Backend(ABC):
         the client's ``BarrierTimeout`` after ``timeout_s``."""
 
     @abstractmethod
+    def registered_feeds(self) -> list[str]:
+        """Every feed id registered under this connection's changefeed schema, sorted
+        (what a landing service matches a pattern such as ``shop.*`` against)."""
+
+    @abstractmethod
     def try_writer_lock(self, table: str) -> str | None:
         """Take the writer lock of the landed table ``table`` on this connection until it
         closes, without waiting: ``None`` when taken, else who holds it (protocol 11, F4)."""

@@ -157,6 +157,15 @@ class PostgresBackend(Backend):
     def barrier_wait(self, info: SourceFeed, shard: int, timeout_s: float) -> None:
         self._client(info.feed_id).barrier_wait(self.conn, shard, timeout_s)
 
+    def registered_feeds(self) -> list[str]:
+        from changefeed.client import ChangefeedError
+        from changefeed.client.postgres import registered_feeds
+
+        try:
+            return sorted(registered_feeds(self.conn, self.changefeed_schema))
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(str(exc)) from None
+
     def try_writer_lock(self, table: str) -> str | None:
         from changefeed.client.postgres import try_writer_lock
 

@@ -111,6 +111,12 @@ class SqlServerBackend(Backend):
     def barrier_wait(self, info: SourceFeed, shard: int, timeout_s: float) -> None:
         client.SqlServerFeed.from_info(info.info).barrier_wait(self.conn, shard, timeout_s)
 
+    def registered_feeds(self) -> list[str]:
+        try:
+            return sorted(client.registered_feeds(self.conn, self.changefeed_schema))
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(str(exc)) from None
+
     def try_writer_lock(self, table: str) -> str | None:
         return client.try_writer_lock(self.conn, table)
 
