@@ -1,7 +1,10 @@
-"""Snapshot batches written as parquet files by the tasks themselves (a parquet landed
-table on the local filesystem of a local Spark; ``changefeed.spark.landing._snapshot_files``,
-docs/protocol.md 12.3), on a real PostgreSQL and Spark:
+"""Batches written as parquet files by changefeed itself (a parquet landed table on the
+local filesystem of a local Spark; ``changefeed.spark.landing._parquet_files``,
+docs/protocol.md 12.3): a snapshot's, by its tasks, and a warm run's live events, by the
+driver; on a real PostgreSQL and Spark:
 
+* a warm run's live batch is one file pyarrow wrote, with no Spark job, and its rows
+  equal those of the same events landed through Spark's writer;
 * the files are pyarrow's (not Spark's writer's), and the rows equal those of the same
   snapshot landed through Spark's writer (``snapshot_writer="spark"``), column types of
   both read paths (ADBC's and the row path's) included;
@@ -78,12 +81,13 @@ def _location(spark: Any, table: str) -> Path:
     raise AssertionError(f"no location for {table}")
 
 
-def _written_by(location: Path) -> set[str]:
+def _written_by(location: Path, batches: str = "*") -> set[str]:
+    """Who wrote the parquet files of the table at ``location`` (of ``batches``' partitions)."""
     import pyarrow.parquet as pq
 
     return {
         str(pq.ParquetFile(path).metadata.created_by).split(" ")[0]
-        for path in location.glob(f"{BATCH_COLUMN}=*/*.parquet")
+        for path in location.glob(f"{BATCH_COLUMN}={batches}/*.parquet")
     }
 
 
@@ -128,6 +132,51 @@ def test_a_local_parquet_snapshot_is_written_by_its_tasks_with_sparks_rows(
     for table in tables.values():
         ulids = spark.sql(f"select count(distinct ulid) from {table}").first()[0]
         assert ulids == ROWS
+
+
+def test_a_warm_runs_live_batch_is_a_file_the_driver_writes_with_sparks_rows(
+    spark: Any, pg_uri: str, dbt: Any, database: str
+) -> None:
+    """A warm run's events (read on the driver) into a local parquet table: one file that
+    pyarrow wrote and the partition registered, without a Spark job; the same rows, types
+    and batches as through Spark's writer (``snapshot_writer="spark"``)."""
+    feed = _feed(dbt, pg_uri)
+    options = kit.options(pg_uri, feed, payload="true")
+    kit.write_blocking(pg_uri, feed, 0, [{"id": i} for i in range(1, 301)], ["id"])
+    tables, jobs = {}, {}
+    landings = {w: Landing(spark, options, f"{database}.live_{w}", keep_connection=True,
+                           snapshot_writer=w) for w in ("auto", "spark")}  # fmt: skip
+    try:
+        for landing in landings.values():
+            assert landing.run().batch == 1  # cold: through Spark, as every first run
+        kit.write_blocking(pg_uri, feed, 1, [{"id": i} for i in range(200, 501)], ["id"])
+        for writer, landing in landings.items():
+            group = f"warm-{writer}-{uuid.uuid4().hex[:6]}"
+            spark.sparkContext.setJobGroup(group, "a warm landing run")
+            try:
+                result = landing.run()
+            finally:
+                spark.sparkContext.setJobGroup("", "")
+            assert (result.batch, result.events) == (2, 301)
+            jobs[writer] = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+            tables[writer] = landing.table.text
+    finally:
+        for landing in landings.values():
+            landing.close()
+    assert jobs["auto"] == [] and jobs["spark"], jobs  # no Spark job, against at least one
+    direct, through_spark = (_location(spark, tables[w]) for w in ("auto", "spark"))
+    assert _written_by(direct, "2") == {"parquet-cpp-arrow"}
+    assert len(list((direct / f"{BATCH_COLUMN}=2").glob("*.parquet"))) == 1
+    assert _written_by(through_spark, "2") == {"parquet-mr"}
+    assert not list(direct.glob(".changefeed-snapshot-*")), "no staging directory is left"
+    assert spark.table(tables["auto"]).schema == spark.table(tables["spark"]).schema
+    select = (f"select shard_id, hex(ulid), id, to_json(payload), {BATCH_COLUMN} from {{}} "
+              "order by shard_id, ulid")  # fmt: skip
+    rows = {w: [tuple(r) for r in spark.sql(select.format(t)).collect()]
+            for w, t in tables.items()}  # fmt: skip
+    assert len(rows["auto"]) == 601 and rows["auto"] == rows["spark"]
+    events = sorted((s, bytes.fromhex(u), k) for s, u, k, _, _ in rows["auto"])
+    assert events == kit.feed_rows(pg_uri, feed)
 
 
 def test_an_unknown_snapshot_writer_is_refused(spark: Any, pg_uri: str) -> None:

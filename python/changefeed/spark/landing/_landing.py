@@ -17,8 +17,10 @@ taken fails at once naming the holder. A run that reads the table also checks th
 records this feed (:func:`_format.check_identity`).
 
 Warm runs of at most :data:`DRIVER_READ_LIMIT` events read them on the driver with the
-source's own page reader and Arrow conversion, and write them from that Arrow table:
-a small batch then costs one Spark job (the write) instead of three (read, write, count).
+source's own page reader and Arrow conversion, and write them from that Arrow table: a
+small batch then costs one Spark job (the write) instead of three (read, write, count),
+and none into a parquet table on a local Spark's filesystem, where the driver writes the
+batch's file itself and registers its partition (:mod:`._parquet_files`).
 """
 
 from __future__ import annotations
@@ -26,15 +28,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
 from changefeed.spark.feedtable import FeedTable
 from changefeed.spark.landing import (
     _format,
+    _parquet_files,
     _snapshot,
     _snapshot_dialect,
-    _snapshot_files,
     _snapshot_plan,
 )
 from changefeed.spark.source import (
@@ -167,9 +170,9 @@ class Landing:
         snapshot_batch_rows: int = _snapshot_plan.BATCH_ROWS,
         snapshot_writer: str = "auto",
     ) -> None:
-        if snapshot_writer not in _snapshot_files.WRITERS:
+        if snapshot_writer not in _parquet_files.WRITERS:
             raise ChangefeedSourceError(
-                f"snapshot_writer must be one of {', '.join(map(repr, _snapshot_files.WRITERS))}, "
+                f"snapshot_writer must be one of {', '.join(map(repr, _parquet_files.WRITERS))}, "
                 f"got {snapshot_writer!r}"
             )
         if snapshot_chunk_rows < 1 or snapshot_chunk_rows >= _snapshot_plan.CHUNK_LIMIT:
@@ -195,6 +198,7 @@ class Landing:
         self._backend: Backend | None = None
         self._known: _Known | None = None
         self._identity: _format.FeedIdentity | None = None
+        self._location: tuple[Path | None] | None = None
         _format.check_partition_management(spark)
         register(spark)
 
@@ -359,8 +363,12 @@ class Landing:
         if known is not None:
             arrow = _driver_read(backend, info, starts, stops, options.page_size)
         if arrow is not None:
-            frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
-            _format.write_batch(frame, table, batch, fmt)
+            location = self._files_location(fmt)
+            if location is not None and arrow.num_rows:
+                _parquet_files.write_driver_batch(self.spark, arrow, table, batch, location)
+            elif arrow.num_rows:
+                frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
+                _format.write_batch(frame, table, batch, fmt)
             events = arrow.num_rows
         else:
             frame = _source_frame(self.spark, self.source_options, info, starts, stops)
@@ -374,6 +382,20 @@ class Landing:
             time.monotonic() - started,
         )  # fmt: skip
         return result, _Known(schema, fmt, ends, batch if events else last_batch, ends)
+
+    def _files_location(self, fmt: str) -> Path | None:
+        """Where this landing writes its warm batches as parquet files itself (a parquet
+        table on a local Spark's filesystem, :mod:`._parquet_files`; else ``None``: Spark's
+        writer). Asked once: the table's location does not move under its only writer,
+        whose first ask also clears the staging directories of killed attempts."""
+        if self._location is None:
+            found = None
+            if self.snapshot_writer == "auto":
+                found = _parquet_files.local_location(self.spark, self.table, fmt)
+                if found is not None:
+                    _parquet_files.clear_staging(found)
+            self._location = (found,)
+        return self._location[0]
 
     def _register(self, backend: Backend, info: SourceFeed, ends: Mapping[int, bytes]) -> None:
         """Register the landed position for retention, after the commit: every event up to

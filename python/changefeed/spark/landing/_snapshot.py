@@ -9,7 +9,7 @@ A request (``snapshot_begin:<feed>``, :func:`request_snapshot`) reserves one emp
 2. reads the source in primary-key chunks, each a Spark task with a connection of its own,
    and gives row ``r`` of chunk ``j`` the ULID ``B + j * 2^24 + r`` (:func:`snapshot_ulid`);
    groups of chunks are written as landed batches, in chunk order (on a local parquet
-   table by the tasks themselves, :mod:`._snapshot_files`; else by Spark's writer);
+   table by the tasks themselves, :mod:`._parquet_files`; else by Spark's writer);
 3. calls ``snapshot_finish``; live events (all above the block) land next as usual.
 
 The landed table is the record of progress: after a kill, its head of the shard lies in
@@ -177,7 +177,7 @@ def execute(
 ) -> int:
     """Run one request to its end in ``landing`` (a :class:`Landing`, the table's only
     writer): the steps of the module doc. Returns the rows it landed in this call."""
-    from changefeed.spark.landing import _format, _snapshot_files
+    from changefeed.spark.landing import _format, _parquet_files
 
     started = time.monotonic()
     shard = request.shard
@@ -225,14 +225,14 @@ def execute(
     schema = info.layout().spark_schema()
     files = None
     if landing.snapshot_writer == "auto":
-        files = _snapshot_files.local_location(spark, table, fmt)
+        files = _parquet_files.local_location(spark, table, fmt)
     if files is not None:
-        _snapshot_files.clear_staging(files)
+        _parquet_files.clear_staging(files)
     rows, batch, done = 0, last_batch, 0
     for chunk_group in group(chunks, per_batch):
         if files is not None:
             # the rows of the files the tasks wrote and closed (no job to count them)
-            landed = _snapshot_files.write_batch(spark, chunk_group, read, table, batch + 1, files)
+            landed = _parquet_files.write_batch(spark, chunk_group, read, table, batch + 1, files)
         else:
             frame = chunk_frame(spark, chunk_group, read, schema)
             _format.write_batch(frame, table, batch + 1, fmt)

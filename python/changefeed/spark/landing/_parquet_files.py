@@ -1,17 +1,21 @@
-"""Snapshot batches that the Spark tasks write as parquet files themselves (pyarrow), for
-a parquet landed table whose location is on the local filesystem of a local Spark.
+"""Batches written as parquet files by changefeed itself (pyarrow), for a parquet landed
+table whose location is on the local filesystem of a local Spark: a snapshot's, by the
+Spark tasks that read its chunks, and a warm landing run's live events, by the driver
+that read them.
 
-Why: a snapshot task already holds its chunk as Arrow batches in the landed table's
-schema. Handing them to Spark's writer converts every value into a Spark row and encodes
-it again; on 2 cores that writer alone runs at about half the speed of a plain ``COPY``
-(docs/performance.md, "Snapshot"). Written by pyarrow, the same batches go to parquet
-without the row conversion.
+Why: both already hold their rows as Arrow batches in the landed table's schema. Handing
+them to Spark's writer converts every value into a Spark row and encodes it again; on 2
+cores that writer alone runs at about half the speed of a plain ``COPY`` (docs/
+performance.md, "Snapshot"), and for a small live batch its job is most of the run's
+time. Written by pyarrow, the same batches go to parquet without the row conversion, and
+a live batch without a Spark job.
 
 The commit is the parquet format's own (protocol 11.2), unchanged:
 
-1. every task writes one file under a staging directory in the table's location, named
-   with a leading ``.`` so that Spark's file listing never reads it, first under a
-   temporary name and renamed when complete, and reports the file's name and rows;
+1. every task (or the driver) writes one file under a staging directory in the table's
+   location, named with a leading ``.`` so that Spark's file listing never reads it,
+   first under a temporary name and renamed when complete, and reports the file's name
+   and rows;
 2. the driver deletes from the staging directory every file no task reported (a failed
    attempt's), deletes the directory ``changefeed_batch=<N>`` if a killed earlier attempt
    left it (never registered: N is above every registered batch), and renames the
@@ -19,8 +23,8 @@ The commit is the parquet format's own (protocol 11.2), unchanged:
 3. it registers the partition: the commit point. A kill before it leaves an unregistered
    directory, which no reader lists and the next attempt replaces.
 
-Elsewhere (Delta, Iceberg, a table on another filesystem, a Spark cluster) the snapshot
-writes through Spark (:func:`changefeed.spark.landing._format.write_batch`).
+Elsewhere (Delta, Iceberg, a table on another filesystem, a Spark cluster) batches are
+written through Spark (:func:`changefeed.spark.landing._format.write_batch`).
 """
 
 from __future__ import annotations
@@ -37,17 +41,18 @@ from changefeed.spark.feedtable import BATCH_COLUMN, FeedTable, TableName
 from changefeed.spark.landing._snapshot_plan import chunk_specs
 from changefeed.spark.landing._snapshot_types import Chunk
 
-#: The staging directories' prefix (hidden from Spark's listing by its leading dot).
+#: The staging directories' prefix (hidden from Spark's listing by its leading dot; the
+#: name predates live batches, and killed attempts' directories of either are cleared).
 STAGING_PREFIX = ".changefeed-snapshot-"
-#: The ways a snapshot writes its batches (``Landing(snapshot_writer=...)``).
+#: The ways a landing writes its batches (``Landing(snapshot_writer=...)``).
 WRITERS = ("auto", "spark")
 
 _REPORT = "file string, rows bigint"
 
 
 def local_location(spark: Any, table: TableName, fmt: str) -> Path | None:
-    """The table's directory when its snapshot batches can be written as files here: a
-    parquet table, a local Spark master, a ``file:`` location; else None."""
+    """The table's directory when its batches can be written as files here: a parquet
+    table, a local Spark master, a ``file:`` location; else None."""
     if fmt != "parquet" or not str(spark.sparkContext.master).startswith("local"):
         return None
     location = FeedTable(spark, table).location()
@@ -97,6 +102,33 @@ def file_writer(
     return write
 
 
+def write_driver_batch(spark: Any, rows: Any, table: TableName, batch: int, location: Path) -> None:
+    """Commit the Arrow table ``rows`` (the landed schema, not empty) as batch ``batch``:
+    steps 1-3 of the module doc with the driver as the one task, so no Spark job runs."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    staging = location / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging.mkdir()
+    try:
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        partial = staging / f".{name}.tmp"
+        pq.write_table(rows, partial, compression="snappy")
+        partial.rename(staging / name)
+        _commit(spark, staging, table, batch, location)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _commit(spark: Any, staging: Path, table: TableName, batch: int, location: Path) -> None:
+    """Steps 2 and 3: the staging directory becomes ``changefeed_batch=<batch>`` (replacing
+    a killed attempt's, never registered), and the partition's registration commits it."""
+    target = location / f"{BATCH_COLUMN}={int(batch)}"
+    if target.exists():
+        shutil.rmtree(target)
+    os.rename(staging, target)
+    spark.sql(f"alter table {table.sql} add partition ({BATCH_COLUMN}={int(batch)})")
+
+
 def write_batch(
     spark: Any,
     chunks: Sequence[Chunk],
@@ -119,11 +151,7 @@ def write_batch(
                 path.unlink()
         if not files:
             return 0
-        target = location / f"{BATCH_COLUMN}={int(batch)}"
-        if target.exists():
-            shutil.rmtree(target)
-        os.rename(staging, target)
-        spark.sql(f"alter table {table.sql} add partition ({BATCH_COLUMN}={int(batch)})")
+        _commit(spark, staging, table, batch, location)
         return rows
     finally:
         shutil.rmtree(staging, ignore_errors=True)
