@@ -266,9 +266,13 @@ class LandingService:
                 with self._lock:
                     self._lock.notify_all()
 
-        # Wake sleeping workers when stop is set from outside (a signal handler).
+        done = threading.Event()
+
+        # Wake the sleeping workers when stop is set from outside (a signal handler).
         def waker() -> None:
-            stop.wait()
+            while not stop.wait(0.5):
+                if done.is_set():
+                    return
             with self._lock:
                 self._lock.notify_all()
 
@@ -281,8 +285,7 @@ class LandingService:
             thread.start()
         for thread in threads:
             thread.join()
-        if attempts is not None and not stop.is_set():
-            stop.set()  # ends the waker
+        done.set()
         self._write_status(force=True)
         if fatal:
             raise fatal[0]
