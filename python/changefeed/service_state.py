@@ -12,8 +12,7 @@ from typing import Any
 
 from changefeed.errors import ChangefeedError
 
-#: The states of a feed (see :class:`FeedState`), and those that mean it is failing.
-STATES = ("pending", "running", "ok", "retrying", "failed")
+#: The states of a feed (see :class:`FeedState`) that mean it is failing.
 FAILING = ("retrying", "failed")
 
 

@@ -366,7 +366,7 @@ class Landing:
             location = self._files_location(fmt)
             if location is not None and arrow.num_rows:
                 _parquet_files.write_driver_batch(self.spark, arrow, table, batch, location)
-            elif arrow.num_rows:
+            else:
                 frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
                 _format.write_batch(frame, table, batch, fmt)
             events = arrow.num_rows
@@ -389,11 +389,7 @@ class Landing:
         writer). Asked once: the table's location does not move under its only writer,
         whose first ask also clears the staging directories of killed attempts."""
         if self._location is None:
-            found = None
-            if self.snapshot_writer == "auto":
-                found = _parquet_files.local_location(self.spark, self.table, fmt)
-                if found is not None:
-                    _parquet_files.clear_staging(found)
+            found = _parquet_files.files_location(self.spark, self.table, fmt, self.snapshot_writer)
             self._location = (found,)
         return self._location[0]
 

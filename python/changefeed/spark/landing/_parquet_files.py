@@ -63,6 +63,16 @@ def local_location(spark: Any, table: TableName, fmt: str) -> Path | None:
     return path if path.is_dir() else None
 
 
+def files_location(spark: Any, table: TableName, fmt: str, writer: str) -> Path | None:
+    """Where a landing with ``snapshot_writer=writer`` writes the table's batches as
+    files itself (``"auto"`` and :func:`local_location`), its killed attempts' staging
+    directories cleared first; ``None``: Spark's writer writes them."""
+    location = local_location(spark, table, fmt) if writer == "auto" else None
+    if location is not None:
+        clear_staging(location)
+    return location
+
+
 def clear_staging(location: Path) -> None:
     """Delete the staging directories of killed attempts (the landing is the table's
     only writer, so none is in use)."""

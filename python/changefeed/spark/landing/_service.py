@@ -205,15 +205,16 @@ class LandingService:
             self.close()
             raise
         seen: dict[str, str] = {}
-        for count, (target, landing) in enumerate(zip(self.targets, self.landings, strict=True)):
-            other = seen.setdefault(landing.table.text, target.feed)
-            if len(seen) == count:  # the table was there already
+        for target, landing in zip(self.targets, self.landings, strict=True):
+            table = landing.table.text
+            if table in seen:
                 self.close()
                 raise ChangefeedSourceError(
-                    f"table {landing.table.text} is named twice in the service (feeds {other} "
-                    f"and {target.feed}): a table has one feed and one writer; give each "
-                    "feed its own table"
+                    f"table {table} is named twice in the service (feeds {seen[table]} and "
+                    f"{target.feed}): a table has one feed and one writer; give each feed its "
+                    "own table"
                 )
+            seen[table] = target.feed
         self._status = [
             FeedState(t.feed, ln.table.text)
             for t, ln in zip(self.targets, self.landings, strict=True)

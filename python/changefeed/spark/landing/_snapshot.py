@@ -223,11 +223,7 @@ def execute(
         ) from exc
     read = chunk_reader(landing.options, reader, shard, request.first_ulid)
     schema = info.layout().spark_schema()
-    files = None
-    if landing.snapshot_writer == "auto":
-        files = _parquet_files.local_location(spark, table, fmt)
-    if files is not None:
-        _parquet_files.clear_staging(files)
+    files = _parquet_files.files_location(spark, table, fmt, landing.snapshot_writer)
     rows, batch, done = 0, last_batch, 0
     for chunk_group in group(chunks, per_batch):
         if files is not None:
