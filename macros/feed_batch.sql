@@ -28,6 +28,8 @@
     {{ return(changefeed._spark_next_batch_sql(this if is_incremental() else none)) }}
   {%- endif -%}
   {%- set file_format = changefeed._spark_write_rules('feed_batch') -%}
+  {#-- before the output's batches are read: one run of the model at a time --#}
+  {%- do changefeed._spark_claim_take() -%}
   {%- if file_format == 'parquet' -%}
     {%- do changefeed._spark_check_partition_management('feed_batch') -%}
   {%- endif -%}

@@ -35,5 +35,6 @@
 
 {% macro spark__feed_cursor(alias, output, feed) %}
   {%- do changefeed._spark_scd_check_reprocess_selection() -%}
+  {%- do changefeed._spark_claim_take() -%}
   {{ return(changefeed._spark_cursor_predicate(alias, output if output is not none else this, feed)) }}
 {% endmacro %}

@@ -30,6 +30,8 @@
     {%- do changefeed._spark_scd_check_reprocessable(output) -%}
   {%- endif -%}
   {%- do changefeed._spark_require_feed('feed_events', feed) -%}
+  {#-- before the cursor is read: one run of the model at a time --#}
+  {%- do changefeed._spark_claim_take() -%}
   {%- set columns = [] -%}
   {%- for column in adapter.get_columns_in_relation(feed) -%}
     {%- if column.name | lower == 'changefeed_batch' -%}

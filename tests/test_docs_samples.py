@@ -53,6 +53,7 @@ RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has
 
 #: Marker id -> the test that runs (``sample``) or compares (``output``) that block.
 REGISTRY: dict[str, str] = {
+    "spark-claim-refused": "tests/test_spark_claims.py::test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing",  # noqa: E501
     "spark-source-feeds-file": "tests/test_landing_service.py::test_the_documented_feeds_file_resolves_as_the_page_says",  # noqa: E501
     "spark-source-service-run": "tests/test_landing_service.py::test_a_service_killed_mid_batch_restarts_with_nothing_lost_or_twice",  # noqa: E501
     "spark-verify": f"{VERIFY}::test_the_documented_command_exits_4_on_a_difference_and_0_on_equality",  # noqa: E501

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -24,32 +23,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from tests.support import spark_source as kit
 from tests.support.cli import WITHOUT_PYSPARK
 from tests.support.dbt_harness import package_project
-from tests.support.doc_blocks import sample
+from tests.support.shared_catalog import (
+    CLI,
+    init_catalog,
+    landed_source,
+    process_env,
+    write_profile,
+)
 
 #: slow: four JVMs (init, landing, dbt, status) at once take 1.5 to 6 minutes on 2 cores.
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "cf_shared"
 LANDED = f"{SCHEMA}.landed_orders"
 SHARDS = (0, 1)
-#: The profile name of tests/support/dbt_harness.package_project.
-PROFILE = "changefeed_integration_tests"
 
 MODELS = {
-    "sources.yml": f"""version: 2
-sources:
-  - name: landed
-    schema: {SCHEMA}
-    tables:
-      - name: landed_orders
-        meta:
-          changefeed_feed: true
-""",
+    "sources.yml": landed_source(SCHEMA),
     "orders_consumer.sql": """{{ config(materialized='incremental',
     incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
     file_format='parquet') }}
@@ -124,17 +117,10 @@ def _log(path: Path) -> str:
 @pytest.mark.timeout(1800)  # four Spark processes at once: 3-7 min on a loaded 2-core machine
 def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_path: Path) -> None:
     started = time.monotonic()
-    cli = [sys.executable, "-m", "changefeed.cli"]
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}{os.pathsep}{REPO}"}
-    env.pop("SPARK_CONF_DIR", None)
+    cli = list(CLI)
+    env = process_env()
     # The documented commands (docs/spark-source.md), in a fresh project directory.
-    command, export = sample("shared-catalog-init").strip().splitlines()
-    init = subprocess.run([*cli, *shlex.split(command)[1:]], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
-    assert init.returncode == 0, init.stderr[-3000:]
-    conf_dir = Path(export.removeprefix("export SPARK_CONF_DIR=").replace("$PWD", str(tmp_path)))
-    assert f"export SPARK_CONF_DIR={conf_dir}" in init.stdout
-    env["SPARK_CONF_DIR"] = str(conf_dir)
+    conf_dir = init_catalog(env, tmp_path)
     timings = {"init": time.monotonic() - started}
 
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
@@ -143,11 +129,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
     writer.start()
 
     project = package_project(tmp_path / "project", "cf_shared_catalog", MODELS)
-    # The documented profile, under the test project's profile name and schema.
-    (documented,) = yaml.safe_load(sample("shared-catalog-profiles")).values()
-    output = {**documented["outputs"][documented["target"]], "schema": SCHEMA}
-    profile = {"target": "spark", "outputs": {"spark": output}}
-    (tmp_path / "profiles.yml").write_text(yaml.safe_dump({PROFILE: profile}))
+    write_profile(tmp_path, SCHEMA)
     env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(tmp_path / "dbt_packages")
     land_log, dbt_log = tmp_path / "land.log", tmp_path / "dbt.log"
     procs: list[subprocess.Popen[str]] = []

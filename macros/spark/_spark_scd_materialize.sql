@@ -11,6 +11,9 @@
   {#-- 1. Validate, before any statement --#}
   {%- set rules = changefeed._spark_scd_rules(materialization) -%}
   {%- set file_format = rules.file_format -%}
+  {#-- taken when the window was rendered (feed_events), before its cursor was read; a
+      model whose select does not read its own cursor (a full refresh) takes it here --#}
+  {%- do changefeed._spark_claim_take() -%}
   {#-- target: where the state lives (_spark_scd_shape.sql); the cursor is the model's --#}
   {%- set target = changefeed._spark_scd_state_relation(rules) -%}
   {%- set cursor = changefeed._spark_scd_cursor_relation(this.incorporate(type='table')) -%}
@@ -62,6 +65,7 @@
     {%- do changefeed._spark_scd_reprocess_apply(materialization, rules, target, staged, columns, delete_when, range) -%}
     {%- do run_query('drop view if exists ' ~ staged) -%}
     {{ run_hooks(post_hooks) }}
+    {%- do changefeed._spark_claim_give_up() -%}
     {{ return({'relations': [this.incorporate(type='view') if layered or removed else target]}) }}
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
@@ -140,5 +144,6 @@
   {%- do run_query('uncache table if exists ' ~ staged) -%}
   {%- do run_query('drop view if exists ' ~ staged) -%}
   {{ run_hooks(post_hooks) }}
+  {%- do changefeed._spark_claim_give_up() -%}
   {{ return({'relations': [this.incorporate(type='view') if layered or removed else target]}) }}
 {% endmacro %}
