@@ -42,12 +42,25 @@ SCHEMA = "cf_claims"
 LANDED = f"{SCHEMA}.landed_orders"
 #: The pause is long enough that the test, not the pause, ends the first run.
 PAUSE_MS = 600_000
+STATE = ("--select", "orders_state")
 MODELS = {
     "sources.yml": landed_source(SCHEMA),
     "orders_state.sql": """{{ config(materialized='changefeed_current_state', file_format='parquet',
     unique_key='id', pre_hook="{{ claim_test_hook() }}") }}
 select e.shard_id, e.ulid, e.id, e.payload.v as v, e.changefeed_feed_batch
 from {{ changefeed.feed_events(source('landed', 'landed_orders'), this) }} as e
+""",
+    # A plain consumer: claimed by feed_batch and feed_cursor, released by on-run-end only.
+    "orders_consumer.sql": """{{ config(materialized='incremental',
+    incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
+    file_format='parquet') }}
+select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
+    {{ changefeed.feed_batch() }} as changefeed_batch
+from {{ source('landed', 'landed_orders') }} as e
+where {{ changefeed.feed_safe_point(source('landed', 'landed_orders'), 'e') }}
+{% if is_incremental() %}
+  and {{ changefeed.feed_cursor('e') }}
+{% endif %}
 """,
 }
 
@@ -151,23 +164,23 @@ def _wait(predicate: Any, what: str, timeout: float, driver: Driver) -> None:
         time.sleep(0.3)
 
 
-def _generations(names: Any) -> tuple[list[int], list[int]]:
+def _generations(names: Any, model: str = "orders_state") -> tuple[list[int], list[int]]:
     """The model's claim numbers, and those released, sorted."""
-    stem = f"{SCHEMA}__orders_state__g"
+    stem = f"{SCHEMA}__{model}__g"
     numbers = [n.removeprefix(stem) for n in names if n.startswith(stem)]
     held = sorted(int(n) for n in numbers if n.isdigit())
     released = sorted(int(n.removesuffix("_released")) for n in numbers if n.endswith("_released"))
     return held, released
 
 
-def _foreign_claim(number: int) -> str:
+def _foreign_claim(number: int, model: str = "orders_state") -> str:
     """Claim ``number`` of the model, as a run on another host (which this one cannot
     check) would have written it just now."""
     return (
-        f"create view spark_catalog.changefeed_claims.{SCHEMA}__orders_state__g{number} as select"
+        f"create view spark_catalog.changefeed_claims.{SCHEMA}__{model}__g{number} as select"
         " 'elsewhere-run' as invocation_id, 'elsewhere/10.0.0.9' as host, cast(4242 as bigint)"
         " as pid, cast(unix_timestamp() as bigint) as claimed_at, 'session' as method,"
-        " 'model.cf_claims.orders_state' as model"
+        f" 'model.cf_claims.{model}' as model"
     )
 
 
@@ -211,7 +224,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
         assert first.ask({"land": source, "table": LANDED})["events"] == 200
         assert first.dbt("deps")["ok"]
         # 1. The first run claims the model, then pauses in its pre-hook.
-        first.send({"dbt": ["run", "--vars", json.dumps({"pause_ms": PAUSE_MS})]})
+        first.send({"dbt": ["run", *STATE, "--vars", json.dumps({"pause_ms": PAUSE_MS})]})
         _wait(lambda: any(n.startswith(f"{SCHEMA}__orders_state__g") for n in _claims(catalog_uri)),
               "claim of the first run", 300, first)  # fmt: skip
         (claim,) = _claims(catalog_uri).values()
@@ -219,7 +232,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
 
         # 2. The second run of the same model is refused in one line naming the holder.
         started = time.monotonic()
-        refused = second.dbt("run")
+        refused = second.dbt("run", *STATE)
         assert not refused["ok"], refused
         (message,) = refused["errors"]
         lines = [line for line in message.splitlines() if line.strip().startswith("changefeed:")]
@@ -238,7 +251,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
         # 3. The holder is SIGKILLed mid-run; the next run goes ahead at once.
         first.kill()  # no wait: the killed JVM may still be listed (until it is reaped)
         started = time.monotonic()
-        assert second.dbt("run")["ok"], second.log.read_text()[-3000:]
+        assert second.dbt("run", *STATE)["ok"], second.log.read_text()[-3000:]
         assert time.monotonic() - started < 300
         state = second.ask({"sql": f"select id, v from {SCHEMA}.orders_state"})["rows"]
         assert sorted(state) == [[i, f"v{i}"] for i in range(1, 201)], "each key once"
@@ -246,7 +259,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
         assert len(held) == 1 and held == released, (held, released)  # released, older dropped
 
         # 4. A run that fails after its claim releases it (on-run-end).
-        failed = second.dbt("run", "--vars", json.dumps({"fail": True}))
+        failed = second.dbt("run", *STATE, "--vars", json.dumps({"fail": True}))
         assert not failed["ok"] and "planned failure" in " ".join(failed["errors"]), failed
         after, released = _generations(_claims(catalog_uri))
         assert after == [held[0] + 1] and released == after, (after, released)
@@ -254,16 +267,35 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
         # 5. A holder on another host: refused until the timeout or release_claim.
         number = after[0] + 1
         second.ask({"sql": _foreign_claim(number)})
-        refused = second.dbt("run")
+        refused = second.dbt("run", *STATE)
         assert not refused["ok"] and "(process 4242 on elsewhere/10.0.0.9" in refused["errors"][0]
-        lapsed = second.dbt("run", "--vars", json.dumps({"changefeed_claim_timeout_minutes": 0}))
+        lapsed = second.dbt(
+            "run", *STATE, "--vars", json.dumps({"changefeed_claim_timeout_minutes": 0})
+        )
         assert lapsed["ok"], lapsed
         second.ask({"sql": _foreign_claim(number + 2)})
         released = second.dbt(
             "run-operation", "changefeed.release_claim", "--args", "{model: orders_state}"
         )
         assert released["ok"], released
-        assert second.dbt("run")["ok"]
+        assert second.dbt("run", *STATE)["ok"]
+
+        # 6. A plain consumer: refused while another host holds it; its own runs' claims
+        # are released by on-run-end; every event consumed once.
+        second.ask({"sql": _foreign_claim(1, "orders_consumer")})
+        refused = second.dbt("run", "--select", "orders_consumer")
+        assert not refused["ok"], refused
+        assert "changefeed: model 'orders_consumer' is being run by" in refused["errors"][0]
+        released = second.dbt(
+            "run-operation", "changefeed.release_claim", "--args", "{model: orders_consumer}"
+        )
+        assert released["ok"], released
+        for _ in range(2):
+            assert second.dbt("run", "--select", "orders_consumer")["ok"]
+        held, released_numbers = _generations(_claims(catalog_uri), "orders_consumer")
+        assert held == released_numbers == [3], (held, released_numbers)
+        consumed = second.ask({"sql": f"select id from {SCHEMA}.orders_consumer"})["rows"]
+        assert sorted(consumed) == [[i] for i in range(1, 201)], "each event once"
         print({"refused after s": round(waited, 1)})
     finally:
         first.kill()
