@@ -317,6 +317,30 @@ def test_a_service_killed_mid_batch_restarts_with_nothing_lost_or_twice(
     assert f"changefeed_landing_feed_events{{{labels}}} 320" in metrics
     assert f"changefeed_landing_feed_failures{{{labels}}} 0" in metrics
 
+    # SIGTERM of a continuous service (to its process, as `kill PID` sends it) while a
+    # batch is in flight: the batch commits, then the service stops, exit code 0.
+    for feed in feeds:
+        write(pg_uri, feed, modes[feed], 2000, 20)
+    def staging() -> set[Path]:
+        return {p for t in tables.iterdir() for p in t.iterdir()
+                if p.name.startswith(".spark-staging")}  # fmt: skip
+
+    left = staging()  # the SIGKILLed run's
+    third = _service_process([*command, "--continuous", "--interval", "0.5"], tmp_path)
+    in_flight, deadline = None, time.monotonic() + 300
+    while in_flight is None:
+        assert third.poll() is None and time.monotonic() < deadline, "no batch in flight"
+        in_flight = next((p.parent for p in staging() - left), None)
+        time.sleep(0.005)
+    third.send_signal(signal.SIGTERM)
+    out, err = third.communicate(timeout=120)
+    assert third.returncode == 0, f"{out}\n{err[-3000:]}"
+    for feed, name in names.items():
+        rows = _parquet_events(tables / name)
+        assert Counter(rows).most_common(1)[0][1] == 1, f"{feed}: an event landed twice"
+        assert set(rows) <= {(s, bytes(u), k) for s, u, k in kit.feed_rows(pg_uri, feed)}
+        assert len(rows) > 320 or tables / name != in_flight, f"{name}: the batch in flight"
+
 
 def test_the_documented_feeds_file_resolves_as_the_page_says(
     tmp_path: Path, monkeypatch: Any
