@@ -25,14 +25,29 @@
               process (dbt runs one at a time in a process), so it is dead. A holder on
               another host, or one sharing this run's server (thrift, http, odbc):
               alive until changefeed_claim_timeout_minutes (default 60) after it was taken.
-  var changefeed_claims: false takes none (a catalog where views cannot be created).
+  var changefeed_claims: false takes none (a catalog where views cannot be created). A
+  session whose catalog no other process can open (in memory, embedded Derby) takes none.
 -#}
 
 {#- Whether this render is a run that writes the model (not compile, show, test or a unit test). -#}
 {% macro _spark_claim_applies() %}
   {{ return(execute and var('changefeed_claims', true) and (flags.WHICH or '') in ['run', 'build', 'retry']
             and model is defined and model.resource_type == 'model'
-            and not changefeed._spark_in_unit_test()) }}
+            and not changefeed._spark_in_unit_test() and changefeed._spark_claim_catalog_shared()) }}
+{% endmacro %}
+
+
+{#- Whether another process can run this model meanwhile: not when this session's catalog
+    is its own, in memory or in an embedded Derby database, which admits one process (the
+    metastore has been read by now, so an embedded Derby has booted); always through a
+    server (thrift, http, odbc), whose clients share its catalog. -#}
+{% macro _spark_claim_catalog_shared() %}
+  {%- if (target.method | default('session', true)) != 'session' -%}{{ return(true) }}{%- endif -%}
+  {%- if run_query('set spark.sql.catalogImplementation').rows[0][1] == 'in-memory' -%}
+    {{ return(false) }}
+  {%- endif -%}
+  {{ return(run_query("select reflect('org.apache.derby.iapi.services.monitor.Monitor', 'getMonitor')")
+            .rows[0][0] in [none, 'null']) }}
 {% endmacro %}
 
 
@@ -193,8 +208,10 @@
   {%- if not var('changefeed_claims', true) or not changefeed._spark_claim_schema_exists() -%}{{ return(none) }}{%- endif -%}
   {%- for result in results or [] -%}
     {%- set node = result.node -%}
-    {%- if node.resource_type == 'model' and (
-          node.config.materialized in ['changefeed_current_state', 'changefeed_history']
+    {%- set state_model = node.config.materialized in ['changefeed_current_state', 'changefeed_history'] -%}
+    {#-- a state model that succeeded released its claim itself --#}
+    {%- if node.resource_type == 'model' and not (state_model and result.status == 'success') and (
+          state_model
           or ('macro.changefeed.feed_batch' in node.depends_on.macros)
           or ('macro.changefeed.feed_cursor' in node.depends_on.macros)
           or ('macro.changefeed.feed_events' in node.depends_on.macros)) -%}

@@ -12,8 +12,10 @@
   {%- set rules = changefeed._spark_scd_rules(materialization) -%}
   {%- set file_format = rules.file_format -%}
   {#-- taken when the window was rendered (feed_events), before its cursor was read; a
-      model whose select does not read its own cursor (a full refresh) takes it here --#}
-  {%- do changefeed._spark_claim_take() -%}
+      model whose select calls none of the feed macros takes it here --#}
+  {%- if 'macro.changefeed.feed_events' not in model.depends_on.macros -%}
+    {%- do changefeed._spark_claim_take() -%}
+  {%- endif -%}
   {#-- target: where the state lives (_spark_scd_shape.sql); the cursor is the model's --#}
   {%- set target = changefeed._spark_scd_state_relation(rules) -%}
   {%- set cursor = changefeed._spark_scd_cursor_relation(this.incorporate(type='table')) -%}
