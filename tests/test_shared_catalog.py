@@ -26,6 +26,7 @@ import pytest
 from tests.support import spark_source as kit
 from tests.support.cli import WITHOUT_PYSPARK
 from tests.support.dbt_harness import package_project
+from tests.support.doc_blocks import sample
 from tests.support.shared_catalog import (
     CLI,
     init_catalog,
@@ -120,7 +121,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
     cli = list(CLI)
     env = process_env()
     # The documented commands (docs/spark-source.md), in a fresh project directory.
-    conf_dir = init_catalog(env, tmp_path)
+    conf_dir = init_catalog(sample("shared-catalog-init"), env, tmp_path)
     timings = {"init": time.monotonic() - started}
 
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
@@ -129,7 +130,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
     writer.start()
 
     project = package_project(tmp_path / "project", "cf_shared_catalog", MODELS)
-    write_profile(tmp_path, SCHEMA)
+    write_profile(sample("shared-catalog-profiles"), tmp_path, SCHEMA)
     env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(tmp_path / "dbt_packages")
     land_log, dbt_log = tmp_path / "land.log", tmp_path / "dbt.log"
     procs: list[subprocess.Popen[str]] = []

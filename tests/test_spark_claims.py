@@ -204,7 +204,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
 ) -> None:
     env = process_env()
     env["PYSPARK_PYTHON"] = sys.executable  # the driver's land() runs Python workers
-    conf_dir = init_catalog(env, tmp_path)
+    conf_dir = init_catalog(sample("shared-catalog-init"), env, tmp_path)
     from changefeed import catalog
 
     shared = catalog.load(conf_dir.parent)
@@ -215,7 +215,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
     project = package_project(tmp_path / "project", "cf_claims", MODELS)
     (project / "macros").mkdir()
     (project / "macros" / "claim_test_hook.sql").write_text(HOOK)
-    write_profile(tmp_path, SCHEMA)
+    write_profile(sample("shared-catalog-profiles"), tmp_path, SCHEMA)
     env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(tmp_path / "dbt_packages")
     first = Driver("first", tmp_path, project, env)
     second = Driver("second", tmp_path, project, env)

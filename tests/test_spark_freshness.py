@@ -56,7 +56,8 @@ def _freshness(dbt: Any, command: list[str]) -> tuple[str, float]:
     result = dbt.invoke(command, target="spark", on_warning=warnings.append)
     # The declaration is dbt 1.10+'s (under config:), with nothing deprecated.
     assert not [w for w in warnings if "deprecat" in w.lower()], warnings
-    (outcome,) = result.result.results
+    # (a package's on-run-end hook, changefeed's among them, is a result of its own)
+    (outcome,) = [r for r in result.result.results if r.node.resource_type == "source"]
     return str(outcome.status), float(outcome.age)
 
 

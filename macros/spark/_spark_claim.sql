@@ -208,7 +208,8 @@
   {%- if not var('changefeed_claims', true) or not changefeed._spark_claim_schema_exists() -%}{{ return(none) }}{%- endif -%}
   {%- for result in results or [] -%}
     {%- set node = result.node -%}
-    {%- set state_model = node.config.materialized in ['changefeed_current_state', 'changefeed_history'] -%}
+    {%- set state_model = node.resource_type == 'model'
+        and node.config.materialized in ['changefeed_current_state', 'changefeed_history'] -%}
     {#-- a state model that succeeded released its claim itself --#}
     {%- if node.resource_type == 'model' and not (state_model and result.status == 'success') and (
           state_model

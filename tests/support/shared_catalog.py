@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from tests.support.doc_blocks import sample
 
 REPO = Path(__file__).resolve().parents[2]
 #: The profile name of tests/support/dbt_harness.package_project.
@@ -39,10 +38,11 @@ def process_env() -> dict[str, str]:
     return env
 
 
-def init_catalog(env: dict[str, str], cwd: Path) -> Path:
-    """Run the documented ``changefeed catalog init`` in ``cwd``, set ``SPARK_CONF_DIR`` in
-    ``env`` as the documented export does, and return that directory."""
-    command, export = sample("shared-catalog-init").strip().splitlines()
+def init_catalog(documented: str, env: dict[str, str], cwd: Path) -> Path:
+    """Run the documented ``changefeed catalog init`` (``documented``: the page's block
+    ``shared-catalog-init``) in ``cwd``, set ``SPARK_CONF_DIR`` in ``env`` as its export
+    does, and return that directory."""
+    command, export = documented.strip().splitlines()
     init = subprocess.run([*CLI, *shlex.split(command)[1:]], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=240)  # fmt: skip
     assert init.returncode == 0, init.stderr[-3000:]
@@ -52,9 +52,10 @@ def init_catalog(env: dict[str, str], cwd: Path) -> Path:
     return conf_dir
 
 
-def write_profile(profiles_dir: Path, schema: str) -> None:
-    """The documented profile, under the test projects' profile name and ``schema``."""
-    (documented,) = yaml.safe_load(sample("shared-catalog-profiles")).values()
-    output = {**documented["outputs"][documented["target"]], "schema": schema}
+def write_profile(documented: str, profiles_dir: Path, schema: str) -> None:
+    """The documented profile (``documented``: the page's block ``shared-catalog-profiles``),
+    under the test projects' profile name and ``schema``."""
+    (profile_doc,) = yaml.safe_load(documented).values()
+    output = {**profile_doc["outputs"][profile_doc["target"]], "schema": schema}
     profile = {"target": "spark", "outputs": {"spark": output}}
     (profiles_dir / "profiles.yml").write_text(yaml.safe_dump({PROFILE: profile}))
