@@ -31,7 +31,10 @@
 
 {#- Whether this render is a run that writes the model (not compile, show, test or a unit test). -#}
 {% macro _spark_claim_applies() %}
-  {{ return(execute and var('changefeed_claims', true) and (flags.WHICH or '') in ['run', 'build', 'retry']
+  {#-- dbt-spark only: Databricks runs these macros through dispatch, but its warehouses
+      refuse reflect(), which the claims need --#}
+  {{ return(execute and adapter.type() == 'spark' and var('changefeed_claims', true)
+            and (flags.WHICH or '') in ['run', 'build', 'retry']
             and model is defined and model.resource_type == 'model'
             and not changefeed._spark_in_unit_test() and changefeed._spark_claim_catalog_shared()) }}
 {% endmacro %}
@@ -205,7 +208,10 @@
 {#- The package's on-run-end hook: release every claim this invocation took, whether its
     model succeeded or failed. -#}
 {% macro _spark_claim_release_run(results) %}
-  {%- if not var('changefeed_claims', true) or not changefeed._spark_claim_schema_exists() -%}{{ return(none) }}{%- endif -%}
+  {%- if adapter.type() != 'spark' or not var('changefeed_claims', true)
+        or not changefeed._spark_claim_schema_exists() -%}
+    {{ return(none) }}
+  {%- endif -%}
   {%- for result in results or [] -%}
     {%- set node = result.node -%}
     {%- set state_model = node.resource_type == 'model'
