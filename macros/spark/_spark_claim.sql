@@ -4,21 +4,23 @@
   its cursor, so that two concurrent `dbt run`s of one model never both write it: the
   second fails at once, in one line naming the holder.
 
-  A claim is a view in Spark's session catalog, spark_catalog.<claim schema> (var
-  changefeed_claim_schema, default changefeed_claims), named <key>__g<N>: N counts the
-  model's claims, and the view's query holds the holder (dbt invocation, host, process id,
-  time, connection method). Creating a view is atomic in the metastore, which is what two
-  runs share (the shared catalog's PostgreSQL, or a Hive metastore service).
+  Claims are views in Spark's session catalog, spark_catalog.<claim schema> (var
+  changefeed_claim_schema, default changefeed_claims), which the runs share (the shared
+  catalog's PostgreSQL, or a Hive metastore service). Each run writes only views of its own
+  (named with its dbt invocation id), so no statement can fail because another run made
+  the same name; who holds the model is decided as in Lamport's bakery, where each view
+  is one process's register:
 
-    take      list the model's claims; the newest, N, must be released (a view
-              <key>__g<N>_released exists), or its holder dead; then create <key>__g<N+1>
-              if it does not exist, read it back (someone else may have created it first),
-              and list again: a claim above N+1 means a slower taker saw an old list, so
-              ours yields. Older claims are dropped; the newest is never dropped, so a
-              number is never handed out twice while someone could still act on it.
-    release   create <key>__g<N>_released, if <key>__g<N> is this invocation's: at the end
-              of a state model's run, and for every model of the run in the package's
-              on-run-end hook (consumer models, and runs that failed).
+    take      create <key>__c_<run> (choosing); list the model's views; create
+              <key>__t<n>_<run> (a ticket, n = 1 + the highest ticket listed, its query the
+              holder: invocation, host, process id, time, connection method); drop the
+              choosing view. Then list again: while another run is choosing, wait (up to
+              about 3 s); a ticket (n', run') below (n, run), in that order, whose holder is
+              alive means that run holds the model or is ahead of this one: drop ours and
+              refuse; a dead holder's views are dropped. Otherwise this run holds it.
+    release   drop this run's ticket: at the end of a state model's run, and for every
+              model of the run in the package's on-run-end hook (consumer models, and runs
+              that failed).
     alive     a holder on this host: its process exists (ProcessHandle.of; for about 5 s,
               since a killed process stays listed until it is reaped); the same
               process as this run with method 'session' is an earlier invocation of this
@@ -71,27 +73,38 @@
 {% endmacro %}
 
 
-{#- {generation: released} of the model's claims, from one listing. -#}
-{% macro _spark_claim_generations(key) %}
-  {%- set found = {} -%}
-  {%- set stem = key ~ '__g' -%}
-  {%- for row in run_query('show views in ' ~ changefeed._spark_claim_schema() ~ " like '" ~ stem ~ "*'").rows -%}
-    {%- set rest = row[1][stem | length:] if row[1].startswith(stem) else '' -%}
-    {%- set released = rest.endswith('_released') -%}
-    {%- set number = rest[:-9] if released else rest -%}
-    {%- if number.isdigit() -%}
-      {%- do found.update({number | int: released or found.get(number | int, false)}) -%}
+{#- The model's views, from one listing with their holders (a view dropped meanwhile is
+    not read again, which could fail): {'tickets': [(number, run, holder)], 'choosing':
+    [(run, holder)]}; a run is a dbt invocation id's 32 hex digits. -#}
+{% macro _spark_claim_views(key) %}
+  {%- set found = {'tickets': [], 'choosing': []} -%}
+  {%- set stem = key ~ '__' -%}
+  {%- set name_re = modules.re.compile('^(?:c|t([0-9]+))_([0-9a-f]{32})$') -%}
+  {%- set holder_re = modules.re.compile("View Original Text: select '([^']*)' as invocation_id, '([^']*)'"
+      ~ " as host, cast[(]([0-9]+) as bigint[)] as pid, cast[(]([0-9]+) as bigint[)] as claimed_at,"
+      ~ " '([^']*)' as method, '([^']*)' as model") -%}
+  {%- set listing = run_query('show table extended in ' ~ changefeed._spark_claim_schema()
+      ~ " like '" ~ stem ~ "*'") -%}
+  {%- for row in listing.rows if row[1].startswith(stem) -%}
+    {%- set name = name_re.match(row[1][stem | length:]) -%}
+    {%- set text = holder_re.search(row[3]) -%}
+    {%- if name and text -%}
+      {%- set holder = {'invocation_id': text.group(1), 'host': text.group(2), 'pid': text.group(3) | int,
+                        'claimed_at': text.group(4) | int, 'method': text.group(5), 'model': text.group(6)} -%}
+      {%- if name.group(1) -%}
+        {%- do found.tickets.append((name.group(1) | int, name.group(2), holder)) -%}
+      {%- else -%}
+        {%- do found.choosing.append((name.group(2), holder)) -%}
+      {%- endif -%}
     {%- endif -%}
   {%- endfor -%}
   {{ return(found) }}
 {% endmacro %}
 
 
-{% macro _spark_claim_holder(key, generation) %}
-  {%- set row = run_query('select invocation_id, host, pid, claimed_at, method, model from '
-      ~ changefeed._spark_claim_schema() ~ '.' ~ key ~ '__g' ~ generation).rows[0] -%}
-  {{ return({'invocation_id': row[0], 'host': row[1], 'pid': row[2] | int, 'claimed_at': row[3] | int,
-             'method': row[4], 'model': row[5]}) }}
+{#- This run's name in its views. -#}
+{% macro _spark_claim_run() %}
+  {{ return(invocation_id | replace('-', '') | lower) }}
 {% endmacro %}
 
 
@@ -139,61 +152,79 @@
 {% endmacro %}
 
 
+{#- The query of this run's views: the holder. -#}
+{% macro _spark_claim_holder_sql(me) %}
+  {{ return("select '" ~ invocation_id ~ "' as invocation_id, '" ~ me.host ~ "' as host, cast("
+            ~ me.pid ~ ' as bigint) as pid, cast(' ~ me.now ~ " as bigint) as claimed_at, '"
+            ~ me.method ~ "' as method, '" ~ model.unique_id ~ "' as model") }}
+{% endmacro %}
+
+
 {#- Take the claim of the model being run (idempotent within an invocation). -#}
 {% macro _spark_claim_take() %}
   {%- if not changefeed._spark_claim_applies() -%}{{ return(none) }}{%- endif -%}
   {%- set schema = changefeed._spark_claim_schema() -%}
   {%- set key = changefeed._spark_claim_key(this.schema, this.identifier) -%}
+  {%- set run = changefeed._spark_claim_run() -%}
   {%- do run_query('create schema if not exists ' ~ schema) -%}
-  {%- set generations = changefeed._spark_claim_generations(key) -%}
-  {%- set newest = generations.keys() | max if generations else 0 -%}
-  {%- set holder = changefeed._spark_claim_holder(key, newest) if newest > 0 else none -%}
-  {%- if holder is not none and holder.invocation_id == invocation_id and not generations[newest] -%}
+  {%- if changefeed._spark_claim_views(key).tickets | selectattr(1, 'equalto', run) | list -%}
     {{ return(none) }}
   {%- endif -%}
   {%- set me = changefeed._spark_claim_me() -%}
-  {%- if newest > 0 -%}
-    {%- if not generations[newest] and changefeed._spark_claim_alive(holder, me) -%}
-      {%- do changefeed._spark_claim_refuse(holder, me) -%}
+  {%- set holder_sql = changefeed._spark_claim_holder_sql(me) -%}
+  {%- set choosing = schema ~ '.' ~ key ~ '__c_' ~ run -%}
+  {%- do run_query('create or replace view ' ~ choosing ~ ' as ' ~ holder_sql) -%}
+  {%- set numbers = changefeed._spark_claim_views(key).tickets | map(attribute=0) | list -%}
+  {%- set mine = (numbers | max if numbers else 0) + 1 -%}
+  {%- set ticket = key ~ '__t' ~ mine ~ '_' ~ run -%}
+  {%- do run_query('create or replace view ' ~ schema ~ '.' ~ ticket ~ ' as ' ~ holder_sql) -%}
+  {%- do run_query('drop view if exists ' ~ choosing) -%}
+  {%- set state = namespace(done=false) -%}
+  {%- for attempt in range(16) if not state.done -%}
+    {%- set views = changefeed._spark_claim_views(key) -%}
+    {%- for number, other, holder in views.tickets | sort
+          if other != run and (number, other) < (mine, run) -%}
+      {%- if changefeed._spark_claim_alive(holder, me) -%}
+        {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ ticket) -%}
+        {%- do changefeed._spark_claim_refuse(holder, me) -%}
+      {%- endif -%}
+      {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__t' ~ number ~ '_' ~ other) -%}
+    {%- endfor -%}
+    {%- set others = views.choosing | rejectattr(0, 'equalto', run) | list -%}
+    {%- if not others -%}
+      {%- set state.done = true -%}
+    {%- elif attempt == 15 -%}
+      {#-- still choosing after about 3 s: dead (its views are dropped), or alive and slow --#}
+      {%- for other, holder in others -%}
+        {%- if changefeed._spark_claim_alive(holder, me) -%}
+          {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ ticket) -%}
+          {%- do changefeed._spark_claim_refuse(holder, me) -%}
+        {%- endif -%}
+        {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__c_' ~ other) -%}
+      {%- endfor -%}
+    {%- else -%}
+      {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(200 as bigint))") -%}
     {%- endif -%}
-  {%- endif -%}
-  {%- set mine = newest + 1 -%}
-  {%- do run_query('create view if not exists ' ~ schema ~ '.' ~ key ~ '__g' ~ mine
-      ~ " as select '" ~ invocation_id ~ "' as invocation_id, '" ~ me.host ~ "' as host, cast("
-      ~ me.pid ~ ' as bigint) as pid, cast(' ~ me.now ~ " as bigint) as claimed_at, '"
-      ~ me.method ~ "' as method, '" ~ model.unique_id ~ "' as model") -%}
-  {%- set holder = changefeed._spark_claim_holder(key, mine) -%}
-  {%- if holder.invocation_id != invocation_id -%}
-    {%- do changefeed._spark_claim_refuse(holder, me) -%}
-  {%- endif -%}
-  {%- set now = changefeed._spark_claim_generations(key) -%}
-  {%- set above = now.keys() | select('>', mine) | list -%}
-  {%- if above -%}
-    {#-- a taker that listed before ours was created holds a newer claim: ours yields --#}
-    {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__g' ~ mine) -%}
-    {%- do changefeed._spark_claim_refuse(changefeed._spark_claim_holder(key, above | max), me) -%}
-  {%- endif -%}
-  {%- for older in now.keys() | select('<', mine) -%}
-    {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__g' ~ older ~ '_released') -%}
-    {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__g' ~ older) -%}
   {%- endfor -%}
 {% endmacro %}
 
 
-{#- Release the claim of schema.identifier if this invocation holds it; `force` releases
-    whoever holds it (release_claim). Returns the holder released, or none. -#}
+{#- Release the claim of schema.identifier if this invocation holds it; `force` drops every
+    run's views of the model (release_claim). Returns the holder released, or none. -#}
 {% macro _spark_claim_release(schema, identifier, force=false) %}
   {%- set claims = changefeed._spark_claim_schema() -%}
   {%- set key = changefeed._spark_claim_key(schema, identifier) -%}
-  {%- set generations = changefeed._spark_claim_generations(key) -%}
-  {%- if not generations -%}{{ return(none) }}{%- endif -%}
-  {%- set newest = generations.keys() | max -%}
-  {%- if generations[newest] -%}{{ return(none) }}{%- endif -%}
-  {%- set holder = changefeed._spark_claim_holder(key, newest) -%}
-  {%- if not force and holder.invocation_id != invocation_id -%}{{ return(none) }}{%- endif -%}
-  {%- do run_query('create view if not exists ' ~ claims ~ '.' ~ key ~ '__g' ~ newest ~ '_released'
-      ~ ' as select 1 as released') -%}
-  {{ return(holder) }}
+  {%- set run = changefeed._spark_claim_run() -%}
+  {%- set views = changefeed._spark_claim_views(key) -%}
+  {%- set released = namespace(holder=none) -%}
+  {%- for number, other, holder in views.tickets | sort if force or other == run -%}
+    {%- if released.holder is none -%}{%- set released.holder = holder -%}{%- endif -%}
+    {%- do run_query('drop view if exists ' ~ claims ~ '.' ~ key ~ '__t' ~ number ~ '_' ~ other) -%}
+  {%- endfor -%}
+  {%- for other, holder in views.choosing if force -%}
+    {%- do run_query('drop view if exists ' ~ claims ~ '.' ~ key ~ '__c_' ~ other) -%}
+  {%- endfor -%}
+  {{ return(released.holder) }}
 {% endmacro %}
 
 
