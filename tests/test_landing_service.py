@@ -321,6 +321,7 @@ def test_a_service_killed_mid_batch_restarts_with_nothing_lost_or_twice(
     # batch is in flight: the batch commits, then the service stops, exit code 0.
     for feed in feeds:
         write(pg_uri, feed, modes[feed], 2000, 20)
+
     def staging() -> set[Path]:
         return {p for t in tables.iterdir() for p in t.iterdir()
                 if p.name.startswith(".spark-staging")}  # fmt: skip

@@ -155,17 +155,6 @@ def _claims(catalog_uri: str) -> dict[str, str]:
     return {name: text for name, text in rows}
 
 
-def _wait(predicate: Any, what: str, timeout: float, driver: Driver) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if driver.proc.poll() is not None:
-            log = driver.log.read_text()[-3000:]
-            pytest.fail(f"the driver exited while waiting for {what}: {log}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout} s")
-        time.sleep(0.3)
-
-
 def _tickets(names: Any, model: str = "orders_state") -> list[str]:
     """The runs whose claim views (tickets or choosing) of the model are in ``names``."""
     stem = f"{SCHEMA}__{model}__"

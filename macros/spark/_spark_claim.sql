@@ -56,8 +56,13 @@
 {% endmacro %}
 
 
+{% macro _spark_claim_schema_name() %}
+  {{ return(var('changefeed_claim_schema', 'changefeed_claims') | lower) }}
+{% endmacro %}
+
+
 {% macro _spark_claim_schema() %}
-  {{ return('spark_catalog.' ~ adapter.quote(var('changefeed_claim_schema', 'changefeed_claims') | lower)) }}
+  {{ return('spark_catalog.' ~ adapter.quote(changefeed._spark_claim_schema_name())) }}
 {% endmacro %}
 
 
@@ -68,8 +73,16 @@
 
 
 {% macro _spark_claim_schema_exists() %}
-  {{ return(run_query("show schemas in spark_catalog like '"
-      ~ var('changefeed_claim_schema', 'changefeed_claims') | lower ~ "'").rows | length > 0) }}
+  {{ return(run_query("show schemas in spark_catalog like '" ~ changefeed._spark_claim_schema_name() ~ "'")
+            .rows | length > 0) }}
+{% endmacro %}
+
+
+{#- The names of a run's views of the model whose key is `key`: its ticket number `number`,
+    or, with none, its choosing view (_spark_claim_views parses them back). -#}
+{% macro _spark_claim_view(key, run, number=none) %}
+  {{ return(changefeed._spark_claim_schema() ~ '.' ~ key ~ ('__t' ~ number if number is not none else '__c')
+            ~ '_' ~ run) }}
 {% endmacro %}
 
 
@@ -112,7 +125,7 @@
 {% macro _spark_claim_me() %}
   {%- set row = run_query("select reflect('java.net.InetAddress', 'getLocalHost'),"
       ~ " reflect('java.lang.ProcessHandle', 'current'), unix_timestamp()").rows[0] -%}
-  {{ return({'invocation_id': invocation_id, 'host': row[0] | replace("'", ""), 'pid': row[1] | int, 'now': row[2] | int,
+  {{ return({'host': row[0] | replace("'", ""), 'pid': row[1] | int, 'now': row[2] | int,
              'method': target.method | default('session', true)}) }}
 {% endmacro %}
 
@@ -139,7 +152,16 @@
 {% endmacro %}
 
 
-{% macro _spark_claim_refuse(holder, me) %}
+{#- If `holder` may still be running: drop this run's `ticket` and fail, naming it. -#}
+{% macro _spark_claim_refuse_if_alive(holder, me, ticket) %}
+  {%- if changefeed._spark_claim_alive(holder, me) -%}
+    {%- do run_query('drop view if exists ' ~ ticket) -%}
+    {%- do changefeed._spark_claim_refuse(holder) -%}
+  {%- endif -%}
+{% endmacro %}
+
+
+{% macro _spark_claim_refuse(holder) %}
   {%- set since = modules.datetime.datetime.fromtimestamp(holder.claimed_at, modules.pytz.utc)
                    .strftime('%Y-%m-%d %H:%M:%S') -%}
   {{ exceptions.raise_compiler_error(
@@ -163,32 +185,28 @@
 {#- Take the claim of the model being run (idempotent within an invocation). -#}
 {% macro _spark_claim_take() %}
   {%- if not changefeed._spark_claim_applies() -%}{{ return(none) }}{%- endif -%}
-  {%- set schema = changefeed._spark_claim_schema() -%}
   {%- set key = changefeed._spark_claim_key(this.schema, this.identifier) -%}
   {%- set run = changefeed._spark_claim_run() -%}
-  {%- do run_query('create schema if not exists ' ~ schema) -%}
+  {%- do run_query('create schema if not exists ' ~ changefeed._spark_claim_schema()) -%}
   {%- if changefeed._spark_claim_views(key).tickets | selectattr(1, 'equalto', run) | list -%}
     {{ return(none) }}
   {%- endif -%}
   {%- set me = changefeed._spark_claim_me() -%}
   {%- set holder_sql = changefeed._spark_claim_holder_sql(me) -%}
-  {%- set choosing = schema ~ '.' ~ key ~ '__c_' ~ run -%}
+  {%- set choosing = changefeed._spark_claim_view(key, run) -%}
   {%- do run_query('create or replace view ' ~ choosing ~ ' as ' ~ holder_sql) -%}
   {%- set numbers = changefeed._spark_claim_views(key).tickets | map(attribute=0) | list -%}
   {%- set mine = (numbers | max if numbers else 0) + 1 -%}
-  {%- set ticket = key ~ '__t' ~ mine ~ '_' ~ run -%}
-  {%- do run_query('create or replace view ' ~ schema ~ '.' ~ ticket ~ ' as ' ~ holder_sql) -%}
+  {%- set ticket = changefeed._spark_claim_view(key, run, mine) -%}
+  {%- do run_query('create or replace view ' ~ ticket ~ ' as ' ~ holder_sql) -%}
   {%- do run_query('drop view if exists ' ~ choosing) -%}
   {%- set state = namespace(done=false) -%}
   {%- for attempt in range(16) if not state.done -%}
     {%- set views = changefeed._spark_claim_views(key) -%}
     {%- for number, other, holder in views.tickets | sort
           if other != run and (number, other) < (mine, run) -%}
-      {%- if changefeed._spark_claim_alive(holder, me) -%}
-        {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ ticket) -%}
-        {%- do changefeed._spark_claim_refuse(holder, me) -%}
-      {%- endif -%}
-      {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__t' ~ number ~ '_' ~ other) -%}
+      {%- do changefeed._spark_claim_refuse_if_alive(holder, me, ticket) -%}
+      {%- do run_query('drop view if exists ' ~ changefeed._spark_claim_view(key, other, number)) -%}
     {%- endfor -%}
     {%- set others = views.choosing | rejectattr(0, 'equalto', run) | list -%}
     {%- if not others -%}
@@ -196,11 +214,8 @@
     {%- elif attempt == 15 -%}
       {#-- still choosing after about 3 s: dead (its views are dropped), or alive and slow --#}
       {%- for other, holder in others -%}
-        {%- if changefeed._spark_claim_alive(holder, me) -%}
-          {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ ticket) -%}
-          {%- do changefeed._spark_claim_refuse(holder, me) -%}
-        {%- endif -%}
-        {%- do run_query('drop view if exists ' ~ schema ~ '.' ~ key ~ '__c_' ~ other) -%}
+        {%- do changefeed._spark_claim_refuse_if_alive(holder, me, ticket) -%}
+        {%- do run_query('drop view if exists ' ~ changefeed._spark_claim_view(key, other)) -%}
       {%- endfor -%}
     {%- else -%}
       {%- do run_query("select reflect('java.lang.Thread', 'sleep', cast(200 as bigint))") -%}
@@ -212,19 +227,26 @@
 {#- Release the claim of schema.identifier if this invocation holds it; `force` drops every
     run's views of the model (release_claim). Returns the holder released, or none. -#}
 {% macro _spark_claim_release(schema, identifier, force=false) %}
-  {%- set claims = changefeed._spark_claim_schema() -%}
   {%- set key = changefeed._spark_claim_key(schema, identifier) -%}
   {%- set run = changefeed._spark_claim_run() -%}
   {%- set views = changefeed._spark_claim_views(key) -%}
   {%- set released = namespace(holder=none) -%}
   {%- for number, other, holder in views.tickets | sort if force or other == run -%}
     {%- if released.holder is none -%}{%- set released.holder = holder -%}{%- endif -%}
-    {%- do run_query('drop view if exists ' ~ claims ~ '.' ~ key ~ '__t' ~ number ~ '_' ~ other) -%}
+    {%- do run_query('drop view if exists ' ~ changefeed._spark_claim_view(key, other, number)) -%}
   {%- endfor -%}
   {%- for other, holder in views.choosing if force -%}
-    {%- do run_query('drop view if exists ' ~ claims ~ '.' ~ key ~ '__c_' ~ other) -%}
+    {%- do run_query('drop view if exists ' ~ changefeed._spark_claim_view(key, other)) -%}
   {%- endfor -%}
   {{ return(released.holder) }}
+{% endmacro %}
+
+
+{#- Whether `node`'s select takes the claim itself, through a feed macro that reads its
+    cursor or batches (a state model's materialization takes it otherwise). -#}
+{% macro _spark_claim_taken_by_select(node) %}
+  {%- set macros = ['macro.changefeed.feed_events', 'macro.changefeed.feed_cursor', 'macro.changefeed.feed_batch'] -%}
+  {{ return(macros | select('in', node.depends_on.macros) | list | length > 0) }}
 {% endmacro %}
 
 
@@ -245,15 +267,13 @@
   {%- endif -%}
   {%- for result in results or [] -%}
     {%- set node = result.node -%}
-    {%- set state_model = node.resource_type == 'model'
-        and node.config.materialized in ['changefeed_current_state', 'changefeed_history'] -%}
-    {#-- a state model that succeeded released its claim itself --#}
-    {%- if node.resource_type == 'model' and not (state_model and result.status == 'success') and (
-          state_model
-          or ('macro.changefeed.feed_batch' in node.depends_on.macros)
-          or ('macro.changefeed.feed_cursor' in node.depends_on.macros)
-          or ('macro.changefeed.feed_events' in node.depends_on.macros)) -%}
-      {%- do changefeed._spark_claim_release(node.schema, node.alias or node.name) -%}
+    {%- if node.resource_type == 'model' -%}
+      {%- set state_model = node.config.materialized in ['changefeed_current_state', 'changefeed_history'] -%}
+      {#-- a state model that succeeded released its claim itself --#}
+      {%- if (state_model and result.status != 'success')
+            or (not state_model and changefeed._spark_claim_taken_by_select(node)) -%}
+        {%- do changefeed._spark_claim_release(node.schema, node.alias or node.name) -%}
+      {%- endif -%}
     {%- endif -%}
   {%- endfor -%}
 {% endmacro %}

@@ -13,7 +13,7 @@
   {%- set file_format = rules.file_format -%}
   {#-- taken when the window was rendered (feed_events), before its cursor was read; a
       model whose select calls none of the feed macros takes it here --#}
-  {%- if 'macro.changefeed.feed_events' not in model.depends_on.macros -%}
+  {%- if not changefeed._spark_claim_taken_by_select(model) -%}
     {%- do changefeed._spark_claim_take() -%}
   {%- endif -%}
   {#-- target: where the state lives (_spark_scd_shape.sql); the cursor is the model's --#}
