@@ -434,6 +434,7 @@ def test_the_client_refuses_malformed_arguments_before_any_round_trip() -> None:
 # -- bounded bookkeeping -------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 12-20 s alone: left to make test, out of the edit loop
 def test_connection_churn_leaves_the_session_table_bounded(
     dbt: Any, admin: psycopg.Connection[Any], pg_uri: str
 ) -> None:

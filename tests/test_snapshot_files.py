@@ -104,6 +104,7 @@ def database(spark: Any) -> str:
     return DATABASE
 
 
+@pytest.mark.slow  # 12-20 s alone: left to make test, out of the edit loop
 def test_a_local_parquet_snapshot_is_written_by_its_tasks_with_sparks_rows(
     spark: Any, pg_uri: str, dbt: Any, database: str
 ) -> None:

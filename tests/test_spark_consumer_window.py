@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 
-pytestmark = pytest.mark.spark
+# The tests build on the first one's batches, so the module is slow as a whole (about 18 s).
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SCHEMA = "cf_dbtkit"  # the harness's target schema: sources and models live there
 FEED = f"{SCHEMA}.cost_feed"

@@ -356,6 +356,7 @@ def retention(harness: DbtHarness, **args: Any) -> str:
     return line
 
 
+@pytest.mark.slow  # 12-20 s alone: left to make test, out of the edit loop
 def test_dbt_retention_keeps_consumers_exactly_once(spark: Any, project: DbtHarness) -> None:
     for n in range(1, 4):
         land(spark, FEED, [(0, 10 * n, 2), (1, 10 * n + 1, 2)])

@@ -234,6 +234,7 @@ def test_max_events_per_trigger_bounds_micro_batches_at_transaction_boundaries(
     assert seen[last] == logged and len(logged) <= 8
 
 
+@pytest.mark.slow  # 12-20 s alone: left to make test, out of the edit loop
 def test_min_events_per_trigger_waits_at_most_max_trigger_delay(
     spark: Any, pg_uri: str, dbt: Any
 ) -> None:

@@ -19,7 +19,8 @@ import pytest
 from tests.support import udf_compat
 from tests.support.real_parts import unavailable
 
-pytestmark = pytest.mark.spark
+# A second PySpark environment and its JVM: about 18 s, so make test-fast leaves it out.
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 
