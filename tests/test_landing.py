@@ -26,7 +26,7 @@ from tests.support.real_parts import unavailable
 
 from changefeed.cli import main
 from changefeed.client import PostgresFeed
-from changefeed.spark.feedtable import BATCH_COLUMN, retain
+from changefeed.spark.feedtable import BATCH_COLUMN, OPERATION_COLUMN, retain
 from changefeed.spark.landing import ChangefeedSourceError, land
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,18 +51,47 @@ def test_incremental_runs(spark: Any, pg_uri: str, dbt: Any) -> None:
     assert (second.batch, second.events) == (2, 9)
 
     landed = spark.table(table)
-    assert landed.columns == ["shard_id", "ulid", "id", "payload", BATCH_COLUMN]
+    assert landed.columns == ["shard_id", "ulid", "id", "payload", OPERATION_COLUMN, BATCH_COLUMN]
     partitions = [r[0] for r in spark.sql(f"show partitions {table}").collect()]
     assert partitions == [f"{BATCH_COLUMN}=1", f"{BATCH_COLUMN}=2"]
     assert kit.rows_of(landed, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
     by_id = {r.id: r for r in landed.collect()}
     assert by_id[100].payload is None and by_id[101].payload.v == "v101"
+    # what the feed knows of each change: the row is gone, or it exists (insert or update)
+    operations = {r.id: r[OPERATION_COLUMN] for r in landed.collect()}
+    assert operations == {i: "delete" if i == 100 else "upsert" for i in operations}
     assert (by_id[1][BATCH_COLUMN], by_id[31][BATCH_COLUMN]) == (1, 2)
     # The table's committed max(ulid) per shard is the next run's cursor.
     heads = {r[0]: bytes(r[1]) for r in spark.sql(
         f"select shard_id, max(ulid) from {table} group by shard_id").collect()}  # fmt: skip
     assert sorted(heads) == [0, 3]
     assert land(spark, options, table).cursors == heads
+
+
+def test_a_table_landed_before_the_operation_column_lands_on_in_its_shape(
+    spark: Any, pg_uri: str, dbt: Any
+) -> None:
+    """A table created by an earlier version (no changefeed_operation) keeps its columns,
+    and a feed landed without payload writes the column as null: it knows keys only."""
+    feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
+    kit.write_many_blocking(pg_uri, feed, 0, 1, 4, 4)
+    old = "landing_tests.before_operations"
+    spark.sql("create database if not exists landing_tests")
+    spark.sql(f"drop table if exists {old}")
+    spark.sql(
+        f"create table {old} (shard_id int, ulid binary, id bigint, "
+        f"payload struct<id: bigint, v: string>, {BATCH_COLUMN} bigint) using parquet "
+        f"partitioned by ({BATCH_COLUMN})"
+    )
+    assert land(spark, kit.options(pg_uri, feed, payload="true"), old).events == 4
+    landed = spark.table(old)
+    assert OPERATION_COLUMN not in landed.columns
+    assert kit.rows_of(landed, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
+
+    keys = "landing_tests.keys_only_operations"
+    spark.sql(f"drop table if exists {keys}")
+    assert land(spark, kit.options(pg_uri, feed), keys).events == 4
+    assert [r[0] for r in spark.table(keys).select(OPERATION_COLUMN).collect()] == [None] * 4
 
 
 def test_landing_refuses_what_it_cannot_do_safely(spark: Any, pg_uri: str, dbt: Any) -> None:

@@ -320,6 +320,14 @@ def test_snapshot_rows_lie_in_their_block_and_a_key_range_only_reads_its_keys(
     assert len({r.id for r in part}) == len(part)
     assert all(r.payload is not None for r in whole + part)
     assert [f[1] for f in seen["finished"]] == [True, True]
+    # a snapshot's rows are landed as such; the live events around them as what they are
+    read = {id(r) for r in whole + part}
+    operations = Counter(
+        (id(r) in read, r.changefeed_operation, r.payload is None) for r in seen["landed"]
+    )
+    assert set(operations) <= {(True, "snapshot", False), (False, "upsert", False),
+                               (False, "delete", True)}, operations  # fmt: skip
+    assert operations[(True, "snapshot", False)] == len(whole) + len(part)
 
 
 def test_bad_requests_name_the_accepted_form(spark: Any, pg_uri: str, dbt: Any) -> None:

@@ -32,7 +32,7 @@ import pytest
 from tests.support import spark_source as kit
 from tests.support.dbt_harness import REPO_ROOT
 
-from changefeed.spark.feedtable import BATCH_COLUMN
+from changefeed.spark.feedtable import BATCH_COLUMN, OPERATION_COLUMN
 from changefeed.spark.landing import ChangefeedSourceError, Landing, request_snapshot
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.timeout(900)]
@@ -151,6 +151,8 @@ def test_a_warm_runs_live_batch_is_a_file_the_driver_writes_with_sparks_rows(
         for landing in landings.values():
             assert landing.run().batch == 1  # cold: through Spark, as every first run
         kit.write_blocking(pg_uri, feed, 1, [{"id": i} for i in range(200, 501)], ["id"])
+        with psycopg.connect(pg_uri, autocommit=True) as conn:  # these 21 events are deletes
+            conn.execute(f"delete from {feed} where id between 480 and 500")
         for writer, landing in landings.items():
             group = f"warm-{writer}-{uuid.uuid4().hex[:6]}"
             spark.sparkContext.setJobGroup(group, "a warm landing run")
@@ -171,13 +173,17 @@ def test_a_warm_runs_live_batch_is_a_file_the_driver_writes_with_sparks_rows(
     assert _written_by(through_spark, "2") == {"parquet-mr"}
     assert not list(direct.glob(".changefeed-snapshot-*")), "no staging directory is left"
     assert spark.table(tables["auto"]).schema == spark.table(tables["spark"]).schema
-    select = (f"select shard_id, hex(ulid), id, to_json(payload), {BATCH_COLUMN} from {{}} "
-              "order by shard_id, ulid")  # fmt: skip
+    select = (f"select shard_id, hex(ulid), id, to_json(payload), {OPERATION_COLUMN}, "
+              f"{BATCH_COLUMN} from {{}} order by shard_id, ulid")  # fmt: skip
     rows = {w: [tuple(r) for r in spark.sql(select.format(t)).collect()]
             for w, t in tables.items()}  # fmt: skip
     assert len(rows["auto"]) == 601 and rows["auto"] == rows["spark"]
-    events = sorted((s, bytes.fromhex(u), k) for s, u, k, _, _ in rows["auto"])
+    events = sorted((s, bytes.fromhex(u), k) for s, u, k, _, _, _ in rows["auto"])
     assert events == kit.feed_rows(pg_uri, feed)
+    operations = {(r[2], r[5]): r[4] for r in rows["auto"]}
+    assert operations == {
+        (k, b): "delete" if b == 2 and k >= 480 else "upsert" for k, b in operations
+    }
 
 
 def test_an_unknown_snapshot_writer_is_refused(spark: Any, pg_uri: str) -> None:

@@ -6,6 +6,10 @@ history, all with ``deletes='remove'``. After each landed batch the models must 
 independent model of the source: the keys whose newest event is not a delete, each with
 that event's row. Batch 3 holds, from a shard that was behind, an event older than a
 delete: the state's hidden tombstone must keep that key out of the model.
+
+The feed carries the landing's operation column and the history models select it: each
+version's operation (insert, update, delete, snapshot) must equal the independent model's,
+also where a late version comes in before a key's first one and turns it into an update.
 """
 
 from __future__ import annotations
@@ -34,9 +38,13 @@ BATCHES: dict[int, list[tuple[int, int, int, str | None]]] = {
     2: [(0, 20, 1, "b"), (0, 21, 2, None), (1, 22, 5, "a"), (1, 23, 5, None), (1, 24, 6, "a")],
     # shard 2 was behind: key 2's event is older than its delete and must stay hidden
     3: [(2, 15, 2, "late"), (0, 30, 3, None), (1, 31, 4, "b")],
-    # key 2 comes back (newer than its delete)
-    4: [(0, 40, 2, "again"), (1, 41, 6, None)],
+    # key 2 comes back (newer than its delete); key 8 is inserted...
+    4: [(0, 40, 2, "again"), (1, 41, 6, None), (0, 45, 8, "x"), (0, 46, 1, "b"), (1, 47, 9, "s")],
+    # ...and shard 2, behind, brings key 8's older first version: the one above is an update now
+    5: [(2, 43, 8, "first")],
 }
+#: (batch, key) of the events a snapshot read (the landing's operation 'snapshot')
+SNAPSHOT_READS = {(4, 1), (4, 9)}
 
 MODELS = {
     "current_delta": ("changefeed_current_state", "file_format='delta'"),
@@ -44,10 +52,11 @@ MODELS = {
     "current_layers": ("changefeed_current_state",
                        "file_format='parquet', parquet_layout='layers', max_layers=2"),
     "history_delta": ("changefeed_history", "file_format='delta'"),
+    "history_parquet": ("changefeed_history", "file_format='parquet'"),
 }  # fmt: skip
 MODEL = """{{{{ config(materialized='{materialization}', unique_key='order_id', buckets=4,
     schema='{schema}', {settings}, deletes='{deletes}') }}}}
-select e.shard_id, e.ulid, e.order_id, e.payload, e.changefeed_feed_batch
+select e.shard_id, e.ulid, e.order_id, e.payload, e.changefeed_feed_batch{extra}
 from {{{{ changefeed.feed_events({feed}, this) }}}} as e
 """
 
@@ -71,33 +80,66 @@ def expected_source(upto: int) -> set[tuple[int, str]]:
     return {(k, st) for _, _, k, st in newest.values() if st is not None}
 
 
-def expected_versions(upto: int) -> set[tuple[int, str, int, int | None]]:
-    """History without delete versions: (key, status, valid_from, valid_to), one version
-    per key and feed batch, a version before a delete ending at the delete."""
-    per_batch: dict[tuple[int, int], tuple[bytes, int, str | None]] = {}
+def all_versions(upto: int) -> dict[int, list[tuple[bytes, int, str | None, str]]]:
+    """Per key its versions in (ulid, shard) order, one per feed batch (the batch's newest
+    event): (ulid, shard, status, operation), the operation as a history tells it: a
+    delete, a snapshot's read, an insert after no version or a delete, else an update."""
+    per_batch: dict[tuple[int, int], tuple[bytes, int, str | None, bool]] = {}
     for batch in range(1, upto + 1):
         for s, t, k, st in BATCHES[batch]:
             held = per_batch.get((k, batch))
             if held is None or (ulid(s, t, k), s) > (held[0], held[1]):
-                per_batch[(k, batch)] = (ulid(s, t, k), s, st)
-    out = set()
-    for key in {k for k, _ in per_batch}:
+                per_batch[(k, batch)] = (ulid(s, t, k), s, st, (batch, k) in SNAPSHOT_READS)
+    out: dict[int, list[tuple[bytes, int, str | None, str]]] = {}
+    for key in sorted({k for k, _ in per_batch}):
         versions = sorted((v for (k, _), v in per_batch.items() if k == key), key=lambda v: v[:2])
-        for i, (u, _, st) in enumerate(versions):
-            start = int.from_bytes(u[:6], "big")
-            end = int.from_bytes(versions[i + 1][0][:6], "big") if i + 1 < len(versions) else None
-            if st is not None:
-                out.add((key, st, start, end))
+        before: str | None = None
+        for u, s, st, read in versions:
+            if st is None:
+                operation = "delete"
+            elif read:
+                operation = "snapshot"
+            else:
+                operation = "insert" if before is None else "update"
+            out.setdefault(key, []).append((u, s, st, operation))
+            before = st
     return out
 
 
-def land(spark: Any, batch: int) -> None:
-    from changefeed.spark.feedtable import write_batch
+def expected_versions(upto: int) -> set[tuple[int, str, int, int | None, str]]:
+    """History without delete versions: (key, status, valid_from, valid_to, operation), a
+    version before a delete ending at the delete."""
+    out = set()
+    for key, versions in all_versions(upto).items():
+        for i, (u, _, st, operation) in enumerate(versions):
+            start = int.from_bytes(u[:6], "big")
+            end = int.from_bytes(versions[i + 1][0][:6], "big") if i + 1 < len(versions) else None
+            if st is not None:
+                out.add((key, st, start, end, operation))
+    return out
 
-    rows = [(s, ulid(s, t, k), k, None if st is None else (st,)) for s, t, k, st in BATCHES[batch]]
-    frame = spark.createDataFrame(
-        rows, "shard_id int, ulid binary, order_id bigint, payload struct<status:string>"
-    )
+
+def expected_operations(upto: int) -> set[tuple[int, int, str]]:
+    """Every version, delete versions included: (key, valid_from, operation)."""
+    return {(key, int.from_bytes(u[:6], "big"), operation)
+            for key, versions in all_versions(upto).items()
+            for u, _, _, operation in versions}  # fmt: skip
+
+
+def land(spark: Any, batch: int) -> None:
+    """One landed batch, with the operation column as a landing writes it."""
+    from pyspark.sql import functions as F
+
+    from changefeed.spark.feedtable import with_operation, write_batch
+
+    rows = [(s, ulid(s, t, k), k, None if st is None else (st,), (batch, k) in SNAPSHOT_READS)
+            for s, t, k, st in BATCHES[batch]]  # fmt: skip
+    schema = "shard_id int, ulid binary, order_id bigint, payload struct<status:string>, r boolean"
+    frame = with_operation(spark.createDataFrame(rows, schema), snapshot=False)
+    frame = frame.withColumn(
+        "changefeed_operation",
+        F.when(F.col("r"), F.lit("snapshot")).otherwise(F.col("changefeed_operation")),
+    ).drop("r")
     assert write_batch(spark, f"{SOURCE}.landed", frame) == batch
 
 
@@ -116,6 +158,7 @@ def write_model(project: Any, name: str, deletes: str = "remove", **overrides: s
             materialization=overrides.get("materialization", materialization),
             schema=overrides.get("schema", SCHEMA), settings=overrides.get("settings", settings),
             deletes=deletes, feed=FEED_REF,
+            extra=", e.changefeed_operation" if materialization == "changefeed_history" else "",
         )  # fmt: skip
     (project / "models" / f"{name}.sql").write_text(text)
 
@@ -139,10 +182,17 @@ def current(spark: Any, model: str) -> list[tuple[int, str]]:
     return [(r[0], r[1]) for r in spark.sql(query).collect()]
 
 
-def history(spark: Any) -> list[tuple[Any, ...]]:
+def history(spark: Any, model: str = "history_delta") -> list[tuple[Any, ...]]:
     return [tuple(r) for r in spark.sql(
-        "select order_id, payload.status, unix_millis(valid_from), unix_millis(valid_to) "
-        f"from spark_catalog.{SCHEMA}.history_delta").collect()]  # fmt: skip
+        "select order_id, payload.status, unix_millis(valid_from), unix_millis(valid_to), "
+        f"changefeed_operation from spark_catalog.{SCHEMA}.{model}").collect()]  # fmt: skip
+
+
+def operations(spark: Any, model: str) -> list[tuple[Any, ...]]:
+    """Every version of the model's state, delete versions included."""
+    return [tuple(r) for r in spark.sql(
+        "select order_id, unix_millis(valid_from), changefeed_operation "
+        f"from spark_catalog.{SCHEMA}.{model}__changefeed_state").collect()]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +209,9 @@ def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         run_all(spark, {"parquet": harnesses["parquet"]})
         seen[batch] = {name: current(spark, name) for name in MODELS if name.startswith("current")}
         seen[batch]["history"] = history(spark)
+        seen[batch]["history_parquet"] = history(spark, "history_parquet")
+        for model in ("history_delta", "history_parquet"):
+            seen[batch][f"{model}_operations"] = operations(spark, model)
     return seen
 
 
@@ -178,12 +231,27 @@ def test_history_without_delete_versions_closes_the_version_before_a_delete(
     rounds: dict[str, Any],
 ) -> None:
     for batch in BATCHES:
-        rows = rounds[batch]["history"]
-        assert len(rows) == len(set(rows)) and set(rows) == expected_versions(batch), batch
+        for model in ("history", "history_parquet"):
+            rows = rounds[batch][model]
+            assert len(rows) == len(set(rows)) and set(rows) == expected_versions(batch), batch
     gone = {r for r in rounds[4]["history"] if r[0] == 5}
     assert gone == set(), "a key inserted and deleted in one batch has no visible version"
     (before_delete,) = [r for r in rounds[4]["history"] if r[0] == 3]
     assert before_delete[3] == T0 + 30_000, "the version ends when the key was deleted"
+
+
+@pytest.mark.parametrize("model", ["history_delta", "history_parquet"])
+def test_each_version_has_its_operation(rounds: dict[str, Any], model: str) -> None:
+    """insert, update, delete and snapshot against an independent model of the versions,
+    after every batch: key 2's late event is an update between its insert and its delete,
+    and key 8's insert becomes an update when its older first version lands after it."""
+    for batch in BATCHES:
+        rows = rounds[batch][f"{model}_operations"]
+        assert len(rows) == len(set(rows)) and set(rows) == expected_operations(batch), batch
+    assert (8, T0 + 45_000, "insert") in rounds[4][f"{model}_operations"]
+    assert (8, T0 + 45_000, "update") in rounds[5][f"{model}_operations"]
+    seen = {r[2] for r in rounds[5][f"{model}_operations"]}
+    assert seen == {"insert", "update", "delete", "snapshot"}
 
 
 def test_the_model_is_a_view_and_the_tombstones_stay_in_its_state(
@@ -211,14 +279,15 @@ def test_changing_deletes_needs_a_full_refresh(spark: Any, rounds: dict[str, Any
         "was built with deletes='remove' (a view over current_delta__changefeed_state) and is now"
         " configured to be a table; set deletes back or rebuild with dbt run --full-refresh"
     ) in str(refused.value)
-    assert set(current(spark, "current_delta")) == expected_source(4), "the refused run wrote"
+    last = max(BATCHES)
+    assert set(current(spark, "current_delta")) == expected_source(last), "the refused run wrote"
 
     harness.invoke(["run", "--select", "current_delta", "--full-refresh"], "spark")
     rows = spark.sql(
         f"select order_id, changefeed_deleted from spark_catalog.{SCHEMA}.current_delta"
     ).collect()
     assert sorted(r[0] for r in rows if r[1]) == [3, 5, 6], "tombstones are rows again"
-    assert {r[0] for r in rows if not r[1]} == {k for k, _ in expected_source(4)}
+    assert {r[0] for r in rows if not r[1]} == {k for k, _ in expected_source(max(BATCHES))}
     state = "current_delta__changefeed_state"
     listed = spark.sql(f"show tables in spark_catalog.{SCHEMA} like '{state}'")
     assert listed.count() == 0, "the full refresh dropped the old shape's state table"
@@ -226,7 +295,7 @@ def test_changing_deletes_needs_a_full_refresh(spark: Any, rounds: dict[str, Any
     write_model(project_dir, "current_delta")
     harness.reparse("spark")
     harness.invoke(["run", "--select", "current_delta", "--full-refresh"], "spark")
-    assert set(current(spark, "current_delta")) == expected_source(4)
+    assert set(current(spark, "current_delta")) == expected_source(max(BATCHES))
 
 
 def test_a_catalog_without_views_is_refused_before_any_statement(
@@ -249,11 +318,13 @@ def test_reprocessing_a_range_rebuilds_the_state_behind_the_view(
     rebuilds the hidden state, tombstones included: the models still equal the source."""
     harness = rounds["harnesses"]["parquet"]
     reprocess = '{changefeed_reprocess: {from: "2023-01-01"}}'
-    models = ["current_parquet", "current_layers", "history_delta"]
+    models = ["current_parquet", "current_layers", "history_delta", "history_parquet"]
     harness.invoke(["run", "--select", *models, "--vars", reprocess], "spark")
+    last = max(BATCHES)
     for model in models[:2]:
-        assert set(current(spark, model)) == expected_source(4), model
-    assert set(history(spark)) == expected_versions(4)
+        assert set(current(spark, model)) == expected_source(last), model
+    assert set(history(spark)) == expected_versions(last)
+    assert set(operations(spark, "history_parquet")) == expected_operations(last)
     deleted = spark.sql(
         f"select order_id from spark_catalog.{SCHEMA}.current_layers__changefeed_state "
         "where changefeed_deleted").collect()  # fmt: skip

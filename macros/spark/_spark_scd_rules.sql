@@ -35,7 +35,7 @@
         ~ " them (got " ~ (keys | string) ~ "); e.g. " ~ example) }}
   {%- endif -%}
   {%- set keys = keys | map('lower') | list -%}
-  {%- for reserved in ['shard_id', 'ulid', 'changefeed_feed_batch'] -%}
+  {%- for reserved in ['shard_id', 'ulid', 'changefeed_feed_batch', 'changefeed_operation'] -%}
     {%- if reserved in keys -%}
       {{ exceptions.raise_compiler_error(
           who ~ ": unique_key names the key of the source row, not the event; remove '" ~ reserved

@@ -33,6 +33,15 @@ from changefeed.spark.feedtable._feed import (
     table_format,
     write_batch,
 )
+from changefeed.spark.feedtable._operation import (
+    DELETE,
+    LANDED_OPERATIONS,
+    OPERATION_COLUMN,
+    SNAPSHOT,
+    UPSERT,
+    with_operation,
+    with_operation_arrow,
+)
 from changefeed.spark.feedtable._retention import (
     RetentionResult,
     check_cursor,
@@ -53,11 +62,16 @@ from changefeed.spark.feedtable._table import (
 
 __all__ = [
     "BATCH_COLUMN",
+    "DELETE",
     "FORMATS",
+    "LANDED_OPERATIONS",
+    "OPERATION_COLUMN",
     "RESERVED_COLUMNS",
     "SESSION_CATALOG",
     "SHARD_COLUMN",
+    "SNAPSHOT",
     "ULID_COLUMN",
+    "UPSERT",
     "CatalogUnavailable",
     "FeedOrderError",
     "FeedTable",
@@ -78,5 +92,7 @@ __all__ = [
     "sql_string",
     "table_exists",
     "table_format",
+    "with_operation",
+    "with_operation_arrow",
     "write_batch",
 ]

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from changefeed.errors import ChangefeedError
+from changefeed.spark.feedtable._operation import OPERATION_COLUMN
 from changefeed.spark.feedtable._table import (
     BATCH_COLUMN,
     SHARD_COLUMN,
@@ -13,7 +14,7 @@ from changefeed.spark.feedtable._table import (
     FeedTable,
 )
 
-RESERVED_COLUMNS: Final = (SHARD_COLUMN, ULID_COLUMN, BATCH_COLUMN)
+RESERVED_COLUMNS: Final = (SHARD_COLUMN, ULID_COLUMN, OPERATION_COLUMN, BATCH_COLUMN)
 
 
 class FeedOrderError(ChangefeedError, ValueError):

@@ -35,6 +35,7 @@ from typing import Any
 from changefeed.spark.feedtable import (
     BATCH_COLUMN,
     FORMATS,
+    OPERATION_COLUMN,
     RESERVED_COLUMNS,
     FeedTable,
     FeedTableNameError,
@@ -117,8 +118,10 @@ def choose_format(spark: Any, table: TableName, requested: str | None, exists: b
     return requested or "parquet"
 
 
-def feed_table_schema(source_schema: Any) -> Any:
-    """The landed table's schema: the source's columns, then ``changefeed_batch bigint``."""
+def feed_table_schema(source_schema: Any, operation: bool = True) -> Any:
+    """The landed table's schema: the source's columns, then ``changefeed_operation
+    string`` (:mod:`changefeed.spark.feedtable`; a table landed before it existed has none
+    and keeps landing without it, ``operation=False``), then ``changefeed_batch bigint``."""
     from pyspark.sql import types as T
 
     for field in source_schema.fields[2:]:
@@ -128,6 +131,8 @@ def feed_table_schema(source_schema: Any) -> Any:
                 f"reserves ({', '.join(RESERVED)}); it cannot be landed"
             )
     fields = [T.StructField(f.name, f.dataType, True) for f in source_schema.fields]
+    if operation:
+        fields.append(T.StructField(OPERATION_COLUMN, T.StringType(), True))
     fields.append(T.StructField(BATCH_COLUMN, T.LongType(), True))
     return T.StructType(fields)
 
@@ -170,14 +175,23 @@ def stored_type(data_type: Any, fmt: str) -> Any:
 
 def check_table(
     spark: Any, table: TableName, expected: Any, fmt: str, feed: str | None = None
-) -> None:
+) -> bool:
     """An existing table must have exactly the format's columns (each of the type the
     table's format stores it as, :func:`stored_type`) and partitioning. A table whose
     columns differ is refused before anything is written, naming each change
-    (:func:`schema_changes`) and the way on: a new table, filled by a snapshot."""
+    (:func:`schema_changes`) and the way on: a new table, filled by a snapshot.
+
+    Returns whether the table has the operation column: one landed before the column
+    existed has the same columns without it, and is landed on in its own shape."""
+    from pyspark.sql import types as T
+
     actual = spark.table(table.sql).schema
     got = [(f.name.lower(), f.dataType.simpleString()) for f in actual.fields]
     want = [(f.name.lower(), stored_type(f.dataType, fmt).simpleString()) for f in expected.fields]
+    operation = OPERATION_COLUMN in [name for name, _ in got]
+    if not operation:
+        want = [column for column in want if column[0] != OPERATION_COLUMN]
+        expected = T.StructType([f for f in expected.fields if f.name != OPERATION_COLUMN])
     if got != want:
         target = f"{table.text}_v2"
         raise ChangefeedSourceError(
@@ -195,6 +209,7 @@ def check_table(
             f"table {table.text} must be partitioned by {BATCH_COLUMN} and nothing else "
             f"(docs/protocol.md 11.1); it is partitioned by {partitions or 'nothing'}"
         )
+    return operation
 
 
 def schema_changes(actual: Any, expected: Any, fmt: str) -> list[str]:
@@ -223,7 +238,7 @@ def schema_changes(actual: Any, expected: Any, fmt: str) -> list[str]:
         for f in schema.fields[2:]:
             if f.name.lower() == "payload" and isinstance(f.dataType, T.StructType):
                 payload = f.dataType
-            elif f.name.lower() != BATCH_COLUMN:
+            elif f.name.lower() not in (BATCH_COLUMN, OPERATION_COLUMN):
                 keys.append((f.name.lower(), typed(f)))
         return keys, payload
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.feedtable import FeedTable
+from changefeed.spark.feedtable import FeedTable, with_operation, with_operation_arrow
 from changefeed.spark.landing import (
     _format,
     _parquet_files,
@@ -143,6 +143,7 @@ class _Known:
     cursors: dict[int, bytes]
     last_batch: int
     registered: dict[int, bytes]
+    operation: bool
 
 
 class Landing:
@@ -278,12 +279,13 @@ class Landing:
             schema = _format.feed_table_schema(info.layout().spark_schema())
             self._check_existing(backend, schema)
 
-    def _check_existing(self, backend: Backend, schema: Any) -> tuple[str, bool]:
-        """An existing table's format, and whether it records no feed yet."""
+    def _check_existing(self, backend: Backend, schema: Any) -> tuple[str, bool, bool]:
+        """An existing table's format, whether it records no feed yet, and whether it has
+        the operation column."""
         fmt = _format.choose_format(self.spark, self.table, self.table_format, exists=True)
         unrecorded = _format.check_identity(self.spark, self.table, self._feed_identity(backend))
-        _format.check_table(self.spark, self.table, schema, fmt, self.options.feed)
-        return fmt, unrecorded
+        operation = _format.check_table(self.spark, self.table, schema, fmt, self.options.feed)
+        return fmt, unrecorded, operation
 
     def _connection(self) -> Backend:
         if self._backend is None:
@@ -314,8 +316,9 @@ class Landing:
         listed = backend.shards(info) if options.shards is None else list(options.shards)
         if known is not None and known.schema == schema:
             heads, last_batch, fmt = known.cursors, known.last_batch, known.fmt
+            operation = known.operation
         elif self.feed_table.exists():
-            fmt, unrecorded = self._check_existing(backend, schema)
+            fmt, unrecorded, operation = self._check_existing(backend, schema)
             if unrecorded:
                 _format.record_identity(self.spark, table, self._feed_identity(backend))
             heads, last_batch = self.feed_table.committed_heads(listed, fmt)
@@ -323,7 +326,7 @@ class Landing:
         else:
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=False)
             _format.create_table(self.spark, table, schema, fmt, self._feed_identity(backend))
-            heads, last_batch, known = {}, 0, None
+            heads, last_batch, known, operation = {}, 0, None, True
         shards = list(only) if only is not None else _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
         cursors = {shard: max(heads.get(shard, ZERO_ULID), start) for shard in shards}
@@ -352,7 +355,7 @@ class Landing:
         if not pending:
             if ends != registered:
                 self._register(backend, info, ends)
-            after = _Known(schema, fmt, ends, last_batch, ends)
+            after = _Known(schema, fmt, ends, last_batch, ends, operation)
             return LandingResult(
                 table.text, None, 0, cursors, ends, time.monotonic() - started
             ), after
@@ -365,13 +368,16 @@ class Landing:
         if arrow is not None:
             location = self._files_location(fmt)
             if location is not None and arrow.num_rows:
-                _parquet_files.write_driver_batch(self.spark, arrow, table, batch, location)
+                rows = with_operation_arrow(arrow, snapshot=False) if operation else arrow
+                _parquet_files.write_driver_batch(self.spark, rows, table, batch, location)
             else:
                 frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
+                frame = with_operation(frame, snapshot=False) if operation else frame
                 _format.write_batch(frame, table, batch, fmt)
             events = arrow.num_rows
         else:
             frame = _source_frame(self.spark, self.source_options, info, starts, stops)
+            frame = with_operation(frame, snapshot=False) if operation else frame
             _format.write_batch(frame, table, batch, fmt)
             events = _format.count_batch(self.spark, table, batch)
         self._register(backend, info, ends)
@@ -381,7 +387,7 @@ class Landing:
             table.text, batch if events else None, events, cursors, ends,
             time.monotonic() - started,
         )  # fmt: skip
-        return result, _Known(schema, fmt, ends, batch if events else last_batch, ends)
+        return result, _Known(schema, fmt, ends, batch if events else last_batch, ends, operation)
 
     def _files_location(self, fmt: str) -> Path | None:
         """Where this landing writes its warm batches as parquet files itself (a parquet

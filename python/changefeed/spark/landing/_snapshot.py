@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.client import ZERO_ULID
+from changefeed.spark.feedtable import OPERATION_COLUMN
 from changefeed.spark.landing._snapshot_dialect import statements
 from changefeed.spark.landing._snapshot_plan import (
     CHUNK_ROWS,
@@ -182,7 +183,9 @@ def execute(
     started = time.monotonic()
     shard = request.shard
     wait_for_barrier(backend, info, request)
-    landing._run(None, on_stage, only=[shard], caps={shard: ulid_before(request.first_ulid)})
+    _, known = landing._run(
+        None, on_stage, only=[shard], caps={shard: ulid_before(request.first_ulid)}
+    )
     spark, table = landing.spark, landing.table
     fmt = _format.choose_format(spark, table, landing.table_format, exists=True)
     heads, last_batch = landing.feed_table.committed_heads([shard], fmt)
@@ -221,8 +224,10 @@ def execute(
             f"`{cancel_command(landing.options, request.snapshot_id)}` and request a new one",
             request,
         ) from exc
-    read = chunk_reader(landing.options, reader, shard, request.first_ulid)
+    read = chunk_reader(landing.options, reader, shard, request.first_ulid, known.operation)
     schema = info.layout().spark_schema()
+    if known.operation:
+        schema = schema.add(OPERATION_COLUMN, "string", True)
     files = _parquet_files.files_location(spark, table, fmt, landing.snapshot_writer)
     rows, batch, done = 0, last_batch, 0
     for chunk_group in group(chunks, per_batch):

@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from changefeed.spark.feedtable import with_operation_arrow
 from changefeed.spark.landing._snapshot_dialect import ChunkStatements, statements
 from changefeed.spark.landing._snapshot_types import Chunk, SnapshotRequest
 from changefeed.spark.source import (
@@ -201,11 +202,16 @@ def plan(
 
 
 def chunk_reader(
-    options: FeedOptions, reader: ChunkStatements, shard: int, first_ulid: bytes
+    options: FeedOptions,
+    reader: ChunkStatements,
+    shard: int,
+    first_ulid: bytes,
+    operation: bool = False,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: each input row names a chunk (its index and JSON);
     each task opens its own connection (the landing's connection options travel with
-    the function) and yields the chunk's rows as Arrow batches of the landed schema."""
+    the function) and yields the chunk's rows as Arrow batches of the landed schema
+    (with ``operation``, the operation column too: ``snapshot``)."""
 
     def read(batches: Iterator[Any]) -> Iterator[Any]:
         from changefeed.spark.source import open_backend
@@ -233,7 +239,8 @@ def chunk_reader(
                 for arrays in pages:
                     count = len(arrays[0])
                     ulids = ulid_column(first_ulid, chunk.index, done, count)
-                    yield builder.snapshot_batch(shard, ulids, arrays)
+                    events = builder.snapshot_batch(shard, ulids, arrays)
+                    yield with_operation_arrow(events, snapshot=True) if operation else events
                     done += count
         finally:
             backend.close()
