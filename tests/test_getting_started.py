@@ -39,8 +39,9 @@ print(json.dumps({
     "current": rows("select order_id, payload.status, payload.amount, changefeed_deleted "
                     "from analytics.orders_current"),
     "live": rows("select order_id, payload.status, payload.amount from analytics.orders_live"),
-    "history": rows("select order_id, payload.status, changefeed_deleted, valid_from, valid_to "
-                    "from iceberg.analytics.orders_history order by order_id, valid_from, ulid"),
+    "history": rows("select order_id, payload.status, changefeed_deleted, valid_from, valid_to, "
+                    "changefeed_operation from iceberg.analytics.orders_history "
+                    "order by order_id, valid_from, ulid"),
     "history_format": rows("show tblproperties iceberg.analytics.orders_history "
                            "('format-version')"),
 }))
@@ -220,10 +221,10 @@ def test_the_page_end_to_end_twice(
     versions: dict[int, list[list[Any]]] = {}
     for order_id, *rest in result["history"]:
         versions.setdefault(order_id, []).append(rest)
-    assert {k: [(v[0], v[1]) for v in vs] for k, vs in versions.items()} == {
-        1: [("paid", False), ("shipped", False)],
-        2: [("new", False), (None, True)],
-        3: [("new", False)],
+    assert {k: [(v[0], v[1], v[4]) for v in vs] for k, vs in versions.items()} == {
+        1: [("paid", False, "insert"), ("shipped", False, "update")],
+        2: [("new", False, "insert"), (None, True, "delete")],
+        3: [("new", False, "insert")],
     }
     for chain in versions.values():
         assert [v[3] for v in chain[:-1]] == [v[2] for v in chain[1:]] and chain[-1][3] is None
