@@ -10,6 +10,9 @@ delete: the state's hidden tombstone must keep that key out of the model.
 The feed carries the landing's operation column and the history models select it: each
 version's operation (insert, update, delete, snapshot) must equal the independent model's,
 also where a late version comes in before a key's first one and turns it into an update.
+A snapshot's read that repeats the key's live version before it is no version (it waits in
+the repeats table), until a late version comes in between (key 10); a read that a late
+version makes a repeat leaves the model (key 11).
 """
 
 from __future__ import annotations
@@ -33,18 +36,22 @@ T0 = 1_700_000_000_000
 
 #: (shard, seconds after T0, order_id, status; None: the key is gone) per landed batch
 BATCHES: dict[int, list[tuple[int, int, int, str | None]]] = {
-    1: [(0, 10, 1, "a"), (0, 11, 2, "a"), (1, 12, 3, "a"), (1, 13, 4, "a")],
+    1: [(0, 10, 1, "a"), (0, 11, 2, "a"), (1, 12, 3, "a"), (1, 13, 4, "a"), (0, 14, 10, "p"),
+        (0, 16, 11, "p")],
     # key 2 deleted; key 5 inserted and deleted in the same batch
     2: [(0, 20, 1, "b"), (0, 21, 2, None), (1, 22, 5, "a"), (1, 23, 5, None), (1, 24, 6, "a")],
     # shard 2 was behind: key 2's event is older than its delete and must stay hidden
     3: [(2, 15, 2, "late"), (0, 30, 3, None), (1, 31, 4, "b")],
     # key 2 comes back (newer than its delete); key 8 is inserted...
-    4: [(0, 40, 2, "again"), (1, 41, 6, None), (0, 45, 8, "x"), (0, 46, 1, "b"), (1, 47, 9, "s")],
-    # ...and shard 2, behind, brings key 8's older first version: the one above is an update now
-    5: [(2, 43, 8, "first")],
-}
-#: (batch, key) of the events a snapshot read (the landing's operation 'snapshot')
-SNAPSHOT_READS = {(4, 1), (4, 9)}
+    4: [(0, 40, 2, "again"), (1, 41, 6, None), (0, 45, 8, "x"), (0, 46, 1, "b"), (1, 47, 9, "s"),
+        (0, 48, 10, "p"), (0, 49, 11, "q")],
+    # ...and shard 2, behind, brings key 8's older first version: the one above is an update
+    # now; key 10 changed in between its read and the version before; key 11 did not
+    5: [(2, 43, 8, "first"), (2, 44, 10, "q"), (2, 44, 11, "q")],
+}  # fmt: skip
+#: (batch, key) of the events a snapshot read (the landing's operation 'snapshot'): keys 1
+#: and 10 read as they were (repeats), 9 read first, 11 read changed
+SNAPSHOT_READS = {(4, 1), (4, 9), (4, 10), (4, 11)}
 
 MODELS = {
     "current_delta": ("changefeed_current_state", "file_format='delta'"),
@@ -53,7 +60,15 @@ MODELS = {
                        "file_format='parquet', parquet_layout='layers', max_layers=2"),
     "history_delta": ("changefeed_history", "file_format='delta'"),
     "history_parquet": ("changefeed_history", "file_format='parquet'"),
+    # with tombstones: Iceberg's Hadoop catalog holds no views
+    "history_iceberg": ("changefeed_history", "file_format='iceberg'"),
 }  # fmt: skip
+#: the histories that select the operation, and where each keeps its state
+HISTORIES = {
+    "history_delta": f"spark_catalog.{SCHEMA}.history_delta__changefeed_state",
+    "history_parquet": f"spark_catalog.{SCHEMA}.history_parquet__changefeed_state",
+    "history_iceberg": "iceberg.cf_del_history.history_iceberg",
+}
 MODEL = """{{{{ config(materialized='{materialization}', unique_key='order_id', buckets=4,
     schema='{schema}', {settings}, deletes='{deletes}') }}}}
 select e.shard_id, e.ulid, e.order_id, e.payload, e.changefeed_feed_batch{extra}
@@ -83,7 +98,8 @@ def expected_source(upto: int) -> set[tuple[int, str]]:
 def all_versions(upto: int) -> dict[int, list[tuple[bytes, int, str | None, str]]]:
     """Per key its versions in (ulid, shard) order, one per feed batch (the batch's newest
     event): (ulid, shard, status, operation), the operation as a history tells it: a
-    delete, a snapshot's read, an insert after no version or a delete, else an update."""
+    delete, a snapshot's read, an insert after no version or a delete, else an update; a
+    snapshot's read with the status of the live version before it is 'repeat'."""
     per_batch: dict[tuple[int, int], tuple[bytes, int, str | None, bool]] = {}
     for batch in range(1, upto + 1):
         for s, t, k, st in BATCHES[batch]:
@@ -97,6 +113,8 @@ def all_versions(upto: int) -> dict[int, list[tuple[bytes, int, str | None, str]
         for u, s, st, read in versions:
             if st is None:
                 operation = "delete"
+            elif read and before is not None and before == st:
+                operation = "repeat"
             elif read:
                 operation = "snapshot"
             else:
@@ -110,7 +128,8 @@ def expected_versions(upto: int) -> set[tuple[int, str, int, int | None, str]]:
     """History without delete versions: (key, status, valid_from, valid_to, operation), a
     version before a delete ending at the delete."""
     out = set()
-    for key, versions in all_versions(upto).items():
+    for key, every in all_versions(upto).items():
+        versions = [v for v in every if v[3] != "repeat"]
         for i, (u, _, st, operation) in enumerate(versions):
             start = int.from_bytes(u[:6], "big")
             end = int.from_bytes(versions[i + 1][0][:6], "big") if i + 1 < len(versions) else None
@@ -123,7 +142,14 @@ def expected_operations(upto: int) -> set[tuple[int, int, str]]:
     """Every version, delete versions included: (key, valid_from, operation)."""
     return {(key, int.from_bytes(u[:6], "big"), operation)
             for key, versions in all_versions(upto).items()
-            for u, _, _, operation in versions}  # fmt: skip
+            for u, _, _, operation in versions if operation != "repeat"}  # fmt: skip
+
+
+def expected_repeats(upto: int) -> set[tuple[int, int]]:
+    """The snapshot reads that are no version: (key, valid_from)."""
+    return {(key, int.from_bytes(u[:6], "big"))
+            for key, versions in all_versions(upto).items()
+            for u, _, _, operation in versions if operation == "repeat"}  # fmt: skip
 
 
 def land(spark: Any, batch: int) -> None:
@@ -147,6 +173,9 @@ def write_model(project: Any, name: str, deletes: str = "remove", **overrides: s
     """The model ``name`` into ``project``: docs/spark.md's example for current_delta with
     ``deletes='remove'``, else MODEL."""
     materialization, settings = MODELS.get(name, ("changefeed_current_state", ""))
+    if name == "history_iceberg":
+        overrides = {"schema": "iceberg.cf_del_history", **overrides}
+        deletes = "tombstone"
     if name == "current_delta" and deletes == "remove":
         text = block("docs/spark.md", DOC_MODEL)
         assert "deletes='remove'" in text and "file_format='delta'" in text
@@ -192,7 +221,17 @@ def operations(spark: Any, model: str) -> list[tuple[Any, ...]]:
     """Every version of the model's state, delete versions included."""
     return [tuple(r) for r in spark.sql(
         "select order_id, unix_millis(valid_from), changefeed_operation "
-        f"from spark_catalog.{SCHEMA}.{model}__changefeed_state").collect()]  # fmt: skip
+        f"from {HISTORIES[model]}").collect()]  # fmt: skip
+
+
+def repeats(spark: Any, model: str) -> list[tuple[Any, ...]]:
+    """The repeated snapshot reads the model's state keeps aside (none before the first)."""
+    table = f"{HISTORIES[model]}__changefeed_repeats"
+    if not spark.catalog.tableExists(table):
+        return []
+    return [tuple(r) for r in spark.sql(
+        f"select order_id, unix_millis(valid_from), changefeed_operation, valid_to "
+        f"from {table}").collect()]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -210,8 +249,9 @@ def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         seen[batch] = {name: current(spark, name) for name in MODELS if name.startswith("current")}
         seen[batch]["history"] = history(spark)
         seen[batch]["history_parquet"] = history(spark, "history_parquet")
-        for model in ("history_delta", "history_parquet"):
+        for model in HISTORIES:
             seen[batch][f"{model}_operations"] = operations(spark, model)
+            seen[batch][f"{model}_repeats"] = repeats(spark, model)
     return seen
 
 
@@ -240,7 +280,7 @@ def test_history_without_delete_versions_closes_the_version_before_a_delete(
     assert before_delete[3] == T0 + 30_000, "the version ends when the key was deleted"
 
 
-@pytest.mark.parametrize("model", ["history_delta", "history_parquet"])
+@pytest.mark.parametrize("model", HISTORIES)
 def test_each_version_has_its_operation(rounds: dict[str, Any], model: str) -> None:
     """insert, update, delete and snapshot against an independent model of the versions,
     after every batch: key 2's late event is an update between its insert and its delete,
@@ -254,11 +294,29 @@ def test_each_version_has_its_operation(rounds: dict[str, Any], model: str) -> N
     assert seen == {"insert", "update", "delete", "snapshot"}
 
 
+@pytest.mark.parametrize("model", HISTORIES)
+def test_a_snapshot_read_that_repeats_the_version_before_it_is_no_version(
+    rounds: dict[str, Any], model: str
+) -> None:
+    """Key 1's read repeats its live version: one version, still open; key 10's read
+    becomes a version when a change lands between it and the version before; key 11's
+    read leaves the model when a late version with its values lands before it."""
+    for batch in BATCHES:
+        held = rounds[batch][f"{model}_repeats"]
+        assert len(held) == len(set(held)), batch
+        assert {(k, t) for k, t, _, _ in held} == expected_repeats(batch), batch
+        assert all(o == "snapshot" and end is None for _, _, o, end in held), held
+    assert expected_repeats(4) == {(1, T0 + 46_000), (10, T0 + 48_000)}
+    assert expected_repeats(5) == {(1, T0 + 46_000), (11, T0 + 49_000)}
+    (key_1,) = [r for r in rounds[5][f"{model}_operations"] if r[0] == 1 and r[1] > T0 + 10_000]
+    assert key_1 == (1, T0 + 20_000, "update"), "the version before the read is the last"
+
+
 def test_the_model_is_a_view_and_the_tombstones_stay_in_its_state(
     spark: Any, rounds: dict[str, Any]
 ) -> None:
     views = {r[1] for r in spark.sql(f"show views in spark_catalog.{SCHEMA}").collect()}
-    assert set(MODELS) <= views
+    assert set(MODELS) - {"history_iceberg"} <= views
     deleted = spark.sql(
         f"select order_id from spark_catalog.{SCHEMA}.current_delta__changefeed_state "
         "where changefeed_deleted").collect()  # fmt: skip
@@ -318,13 +376,16 @@ def test_reprocessing_a_range_rebuilds_the_state_behind_the_view(
     rebuilds the hidden state, tombstones included: the models still equal the source."""
     harness = rounds["harnesses"]["parquet"]
     reprocess = '{changefeed_reprocess: {from: "2023-01-01"}}'
-    models = ["current_parquet", "current_layers", "history_delta", "history_parquet"]
+    models = ["current_parquet", "current_layers", *HISTORIES]
     harness.invoke(["run", "--select", *models, "--vars", reprocess], "spark")
     last = max(BATCHES)
     for model in models[:2]:
         assert set(current(spark, model)) == expected_source(last), model
     assert set(history(spark)) == expected_versions(last)
-    assert set(operations(spark, "history_parquet")) == expected_operations(last)
+    for model in HISTORIES:
+        assert set(operations(spark, model)) == expected_operations(last), model
+        held = repeats(spark, model)
+        assert {(k, t) for k, t, _, _ in held} == expected_repeats(last) and len(held) == 2, model
     deleted = spark.sql(
         f"select order_id from spark_catalog.{SCHEMA}.current_layers__changefeed_state "
         "where changefeed_deleted").collect()  # fmt: skip

@@ -72,13 +72,19 @@
   {%- endif -%}
   {%- set new_rows = changefeed._spark_scd_new_rows(
       materialization, staged, columns, rules.key_columns, delete_when, rules.buckets, rules.versions) -%}
+  {#-- a history that selects the operation tells its versions apart and keeps a snapshot's
+      repeated reads aside (_spark_scd_operation.sql) --#}
+  {%- set operations = materialization == 'changefeed_history' and 'changefeed_operation' in columns -%}
   {#-- the cursor moves to the window's highest feed batch, whether its events won or not --#}
   {%- set window = run_query(
-      "select count(*), max(changefeed_feed_batch), concat_ws(',', array_sort(collect_set(changefeed_bucket)))"
-      ~ " from (select changefeed_feed_batch, " ~ changefeed._spark_scd_bucket(rules.key_columns, rules.buckets)
+      "select count(*), max(changefeed_feed_batch), concat_ws(',', array_sort(collect_set(changefeed_bucket))), "
+      ~ ("count_if(changefeed_operation = 'snapshot')" if operations else "0")
+      ~ " from (select changefeed_feed_batch, " ~ ("changefeed_operation, " if operations else "")
+      ~ changefeed._spark_scd_bucket(rules.key_columns, rules.buckets)
       ~ " as changefeed_bucket from " ~ staged ~ ") as changefeed_window").rows[0] -%}
   {%- set events, feed_batch = window[0] | int, window[1] -%}
   {%- set touched = (window[2] | string).split(',') if events > 0 else [] -%}
+  {%- set snapshot_reads = window[3] | int -%}
 
   {#-- 3. Full refresh: drop the cursor before the state, so a kill in between only re-reads;
       then every relation of the shape the model was built in --#}
@@ -97,6 +103,7 @@
     {%- endif -%}
     {%- for owner in [this.incorporate(type='table'), state_name] -%}
       {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_layers_relation(owner)) -%}
+      {%- do run_query('drop table if exists ' ~ changefeed._spark_scd_repeats_relation(owner)) -%}
     {%- endfor -%}
   {%- endif -%}
 
@@ -114,10 +121,16 @@
   {%- if removed -%}
     {%- do changefeed._spark_scd_point_visible_view(materialization, target, columns) -%}
   {%- endif -%}
+  {%- if operations -%}
+    {%- set repeats = changefeed._spark_scd2_repeats_table(target, file_format, new_rows, columns, snapshot_reads > 0) -%}
+  {%- endif -%}
 
   {#-- 5. Apply the window: parquet adds a layer, or rewrites the touched buckets into new
       directories and switches their partitions; delta/iceberg merge --#}
-  {%- if events > 0 and layered -%}
+  {%- if events > 0 and operations -%}
+    {%- do changefeed._spark_scd2_operation_apply(target, repeats, file_format, new_rows, columns, rules.key_columns, touched,
+        changefeed._spark_scd_key_hashes(staged, rules.key_columns, events, rules.key_filter_limit) if file_format != 'parquet' else none) -%}
+  {%- elif events > 0 and layered -%}
     {%- do changefeed._spark_scd_layers_apply(target, columns, rules.key_columns, new_rows, rules.max_layers) -%}
   {%- elif events > 0 and file_format == 'parquet' -%}
     {%- set rewrite = changefeed._spark_scd1_rewrite_sql if materialization == 'changefeed_current_state'

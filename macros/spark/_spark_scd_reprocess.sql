@@ -265,6 +265,15 @@ when not matched and not changefeed_source.changefeed_gone then insert ({{ state
         materialization, rebuild, columns, keys, delete_when, rules.buckets, rules.versions) -%}
     {%- set rebuilt = changefeed._spark_scd_rebuilt_sql(materialization, new_rows, columns, keys) -%}
     {%- set state_columns = columns + changefeed._spark_scd_added_columns(materialization) -%}
+    {#-- a history with the operation: the state gets the versions, then the repeats table
+        the repeated snapshot reads (_spark_scd_operation.sql; both rebuilt from events) --#}
+    {%- set repeats = none -%}
+    {%- if materialization == 'changefeed_history' and 'changefeed_operation' in columns -%}
+      {%- set repeated = 'select * from (' ~ rebuilt ~ ') as changefeed_rebuilt where changefeed_repeat' -%}
+      {%- set rebuilt = 'select * from (' ~ rebuilt ~ ') as changefeed_rebuilt where not changefeed_repeat' -%}
+      {%- set repeats = changefeed._spark_scd2_repeats_table(target, rules.file_format, new_rows, columns,
+          run_query("select count_if(changefeed_operation = 'snapshot') from " ~ rebuild).rows[0][0] | int > 0) -%}
+    {%- endif -%}
     {%- if rules.layout == 'layers' -%}
       {%- do changefeed._spark_scd_layers_apply(target, columns, keys, new_rows, rules.max_layers,
           replaced=changefeed._spark_scd_reprocess_rewrite_sql(
@@ -276,6 +285,12 @@ when not matched and not changefeed_source.changefeed_gone then insert ({{ state
       {%- call statement('main') -%}
         {{ changefeed._spark_scd_reprocess_merge_sql(materialization, target, rebuilt, touched_keys, state_columns, keys, touched) }}
       {%- endcall -%}
+    {%- endif -%}
+    {%- if repeats is not none and rules.file_format == 'parquet' -%}
+      {%- do changefeed._spark_scd_switch_partitions(repeats, 'changefeed_bucket', changefeed._spark_scd_reprocess_rewrite_sql(
+          repeats, repeated, touched_keys, state_columns, keys, touched), touched) -%}
+    {%- elif repeats is not none -%}
+      {%- do run_query(changefeed._spark_scd_reprocess_merge_sql(materialization, repeats, repeated, touched_keys, state_columns, keys, touched)) -%}
     {%- endif -%}
     {%- do run_query('uncache table if exists ' ~ rebuild) -%}
     {%- do run_query('drop view if exists ' ~ rebuild) -%}

@@ -174,7 +174,8 @@
           ~ columns | join(', ') ~ ")") }}
     {%- endif -%}
   {%- endfor -%}
-  {%- for reserved in changefeed._spark_scd_added_columns(materialization) + ['changefeed_batch'] -%}
+  {%- for reserved in changefeed._spark_scd_added_columns(materialization) + ['changefeed_batch']
+      + (['changefeed_repeat'] if materialization == 'changefeed_history' else []) -%}
     {%- if reserved in columns -%}
       {{ exceptions.raise_compiler_error(
           who ~ ": the select may not return a column named " ~ reserved ~ " (the state adds it;"

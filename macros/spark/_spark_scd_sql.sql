@@ -147,41 +147,33 @@ when not matched then insert *
 {% endmacro %}
 
 
-{#- A history's changefeed_operation, when the select has one (a landed feed's: snapshot,
-    delete or upsert): a delete version is `delete`, a snapshot's read `snapshot`, and an
-    upsert is told apart against the key's version before it, which the state holds (every
-    version of a touched key is in `_spark_scd2_versions_sql`): `insert` after none or a
-    delete, else `update`. Recomputed whenever a key's versions are, so a late version
-    that comes in before another changes that one's operation too. -#}
-{% macro _spark_scd2_operation(keys) %}
-  {%- set sql -%}
-case when changefeed_deleted then 'delete'
-        when changefeed_operation = 'snapshot' then 'snapshot'
-        when coalesce(lag(changefeed_deleted) over (
-            partition by {{ changefeed._spark_scd_list(keys) }} order by ulid, shard_id), true) then 'insert'
-        else 'update' end
-  {%- endset -%}
-  {{ return(sql) }}
-{% endmacro %}
-
-
 {#- History: the versions of the keys a run touches, old and new, each event once (an event
     re-read after a kill is the version the state already holds), and valid_to = the next
     version's valid_from in (ulid, shard_id) order. `held` selects the versions the state
     holds. -#}
 {% macro _spark_scd2_versions_sql(held, new_rows, columns, keys) %}
-  {%- set version = changefeed._spark_scd_list(columns + ['changefeed_deleted', 'valid_from', 'changefeed_bucket']) -%}
-  {%- set shown = [] -%}
-  {%- for column in columns -%}
-    {%- do shown.append(changefeed._spark_scd2_operation(keys) ~ ' as changefeed_operation'
-                        if column == 'changefeed_operation' else adapter.quote(column)) -%}
-  {%- endfor -%}
+  {%- if 'changefeed_operation' in columns -%}
+    {{ return(changefeed._spark_scd2_operation_versions_sql(held, new_rows, columns, keys)) }}
+  {%- endif -%}
   {%- set sql -%}
-select {{ shown | join(', ') }}, changefeed_deleted, valid_from,
+select {{ changefeed._spark_scd_list(columns + ['changefeed_deleted', 'valid_from']) }},
     lead(valid_from) over (
         partition by {{ changefeed._spark_scd_list(keys) }} order by ulid, shard_id) as valid_to,
     changefeed_bucket
 from (
+    {{ changefeed._spark_scd2_unique_sql(held, new_rows, columns, keys) }}
+) as changefeed_unique
+  {%- endset -%}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+{#- The held versions and the new ones, each event once (an event re-read after a kill is
+    the version the state already holds). -#}
+{% macro _spark_scd2_unique_sql(held, new_rows, columns, keys) %}
+  {%- set version = changefeed._spark_scd_list(columns + ['changefeed_deleted', 'valid_from', 'changefeed_bucket']) -%}
+  {%- set sql -%}
+select * from (
     select *, row_number() over (
         partition by {{ changefeed._spark_scd_list(keys) }}, ulid, shard_id
         order by changefeed_held desc) as changefeed_copy
@@ -190,10 +182,20 @@ from (
         union all
         select {{ version }}, 0 as changefeed_held from ({{ new_rows }}) as changefeed_new
     ) as changefeed_both
-) as changefeed_unique
+) as changefeed_copies
 where changefeed_copy = 1
   {%- endset -%}
   {{ return(sql) }}
+{% endmacro %}
+
+
+{#- A history's merge condition: the same version, by key, event and bucket. -#}
+{% macro _spark_scd2_version_match(keys, state, version) %}
+  {%- set parts = [changefeed._spark_scd_key_match(keys, state, version)] -%}
+  {%- for column in ['ulid', 'shard_id', 'changefeed_bucket'] -%}
+    {%- do parts.append(state ~ '.' ~ column ~ ' = ' ~ version ~ '.' ~ column) -%}
+  {%- endfor -%}
+  {{ return(parts | join('\n    and ')) }}
 {% endmacro %}
 
 
@@ -217,20 +219,10 @@ where changefeed_old.changefeed_bucket in ({{ touched | join(', ') }})
   {%- set sql -%}
 merge into {{ target }} as changefeed_state
 using ({{ changefeed._spark_scd2_versions_sql(held, new_rows, columns, keys) }}) as changefeed_version
-on {{ changefeed._spark_scd_key_match(keys, 'changefeed_state', 'changefeed_version') }}
-    and changefeed_state.ulid = changefeed_version.ulid
-    and changefeed_state.shard_id = changefeed_version.shard_id
-    and changefeed_state.changefeed_bucket = changefeed_version.changefeed_bucket
+on {{ changefeed._spark_scd2_version_match(keys, 'changefeed_state', 'changefeed_version') }}
     and {{ changefeed._spark_scd_state_filter(keys, touched, hashes) }}
-{%- if 'changefeed_operation' in columns %}
-when matched and not (changefeed_state.valid_to <=> changefeed_version.valid_to
-        and changefeed_state.changefeed_operation <=> changefeed_version.changefeed_operation)
-    then update set changefeed_state.valid_to = changefeed_version.valid_to,
-        changefeed_state.changefeed_operation = changefeed_version.changefeed_operation
-{%- else %}
 when matched and not (changefeed_state.valid_to <=> changefeed_version.valid_to)
     then update set changefeed_state.valid_to = changefeed_version.valid_to
-{%- endif %}
 when not matched then insert *
   {%- endset -%}
   {{ return(sql) }}

@@ -27,8 +27,10 @@
 
 {#- Write `rows` (a select of whole partitions: the table's columns in table order, the
     partition column `column` last) and switch the partitions `values` of `target` to
-    them; a partition of `values` that `rows` leaves empty is dropped. -#}
-{% macro _spark_scd_switch_partitions(target, column, rows, values) %}
+    them; a partition of `values` that `rows` leaves empty is dropped. The new directories
+    are named by the run's invocation id and `step`, which a second switch of the same
+    table in one run must set to another value (its directories would be the first's). -#}
+{% macro _spark_scd_switch_partitions(target, column, rows, values, step='') %}
   {%- set next = changefeed._spark_scd_helper_relation(target, '__changefeed_next') -%}
   {%- set superseded = changefeed._spark_scd_helper_relation(target, '__changefeed_superseded') -%}
   {#-- a killed run's superseded table holds only directories it had already switched away from --#}
@@ -37,7 +39,7 @@
 
   {%- set location = changefeed._spark_table_location(target) -%}
   {%- set versions = location ~ '/changefeed_versions' -%}
-  {%- set write = invocation_id | replace('-', '') -%}
+  {%- set write = (invocation_id | replace('-', '')) ~ step -%}
   {%- set existing = changefeed._spark_partition_values(target) -%}
   {%- set old = {} -%}
   {%- for value in values | map('int') if value in existing -%}
