@@ -234,6 +234,17 @@ def repeats(spark: Any, model: str) -> list[tuple[Any, ...]]:
         f"from {table}").collect()]  # fmt: skip
 
 
+#: a history run cut after its first write (R1: the state's write fails) and after its
+#: second (R2: the repeats table's second write fails), as (pattern, writes let through)
+STATE = r"\S+(?:__changefeed_state|history_iceberg)"
+CUTS = {
+    "cut after R1": (rf"\b(insert overwrite table {STATE}__changefeed_next "
+                     rf"|merge into {STATE} )", 0),
+    "cut after R2": (r"\b(insert overwrite table \S+__changefeed_repeats__changefeed_next "
+                     r"|merge into \S+__changefeed_repeats )", 1),
+}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The models after each landed batch, and the harnesses for the tests that change them."""
@@ -245,6 +256,14 @@ def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     seen: dict[str, Any] = {"harnesses": harnesses}
     for batch in BATCHES:
         land(spark, batch)
+        if batch == max(BATCHES):
+            # the run whose late versions move reads both ways, cut before its second and
+            # its third write (R2, R3) and run again (protocol 11.8)
+            for cut, (pattern, passed) in CUTS.items():
+                parquet = {"parquet": harnesses["parquet"]}
+                run_all(spark, parquet, fail_at=pattern, let_through=passed)
+                seen[cut] = {model: (operations(spark, model), repeats(spark, model))
+                             for model in HISTORIES}  # fmt: skip
         run_all(spark, {"parquet": harnesses["parquet"]})
         seen[batch] = {name: current(spark, name) for name in MODELS if name.startswith("current")}
         seen[batch]["history"] = history(spark)
@@ -307,6 +326,13 @@ def test_a_snapshot_read_that_repeats_the_version_before_it_is_no_version(
         assert {(k, t) for k, t, _, _ in held} == expected_repeats(batch), batch
         assert all(o == "snapshot" and end is None for _, _, o, end in held), held
     assert expected_repeats(4) == {(1, T0 + 46_000), (10, T0 + 48_000)}
+    # cut after R1 or R2 and run again: each version in the state or the repeats table
+    both = expected_repeats(4) | expected_repeats(5)
+    for cut, state in (("cut after R1", expected_operations(4)),
+                       ("cut after R2", expected_operations(5))):  # fmt: skip
+        held, aside = rounds[cut][model]
+        assert set(held) == state, cut
+        assert {(k, t) for k, t, _, _ in aside} == both, cut
     assert expected_repeats(5) == {(1, T0 + 46_000), (11, T0 + 49_000)}
     (key_1,) = [r for r in rounds[5][f"{model}_operations"] if r[0] == 1 and r[1] > T0 + 10_000]
     assert key_1 == (1, T0 + 20_000, "update"), "the version before the read is the last"
