@@ -42,9 +42,9 @@ BATCHES: dict[int, list[tuple[int, int, int, str | None]]] = {
     2: [(0, 20, 1, "b"), (0, 21, 2, None), (1, 22, 5, "a"), (1, 23, 5, None), (1, 24, 6, "a")],
     # shard 2 was behind: key 2's event is older than its delete and must stay hidden
     3: [(2, 15, 2, "late"), (0, 30, 3, None), (1, 31, 4, "b")],
-    # key 2 comes back (newer than its delete); key 8 is inserted...
+    # key 2 comes back (newer than its delete); key 4 changes again; key 8 is inserted...
     4: [(0, 40, 2, "again"), (1, 41, 6, None), (0, 45, 8, "x"), (0, 46, 1, "b"), (1, 47, 9, "s"),
-        (0, 48, 10, "p"), (0, 49, 11, "q")],
+        (0, 48, 10, "p"), (0, 49, 11, "q"), (1, 42, 4, "c")],
     # ...and shard 2, behind, brings key 8's older first version: the one above is an update
     # now; key 10 changed in between its read and the version before; key 11 did not
     5: [(2, 43, 8, "first"), (2, 44, 10, "q"), (2, 44, 11, "q")],
@@ -58,11 +58,14 @@ MODELS = {
     "current_parquet": ("changefeed_current_state", "file_format='parquet'"),
     "current_layers": ("changefeed_current_state",
                        "file_format='parquet', parquet_layout='layers', max_layers=2"),
+    "current_merge": ("changefeed_current_state", "file_format='delta'"),
     "history_delta": ("changefeed_history", "file_format='delta'"),
     "history_parquet": ("changefeed_history", "file_format='parquet'"),
     # with tombstones: Iceberg's Hadoop catalog holds no views
     "history_iceberg": ("changefeed_history", "file_format='iceberg'"),
 }  # fmt: skip
+#: the current states that select the operation (the other is docs/spark.md's example)
+CURRENT_OPERATIONS = ("current_parquet", "current_layers", "current_merge")
 #: the histories that select the operation, and where each keeps its state
 HISTORIES = {
     "history_delta": f"spark_catalog.{SCHEMA}.history_delta__changefeed_state",
@@ -187,7 +190,7 @@ def write_model(project: Any, name: str, deletes: str = "remove", **overrides: s
             materialization=overrides.get("materialization", materialization),
             schema=overrides.get("schema", SCHEMA), settings=overrides.get("settings", settings),
             deletes=deletes, feed=FEED_REF,
-            extra=", e.changefeed_operation" if materialization == "changefeed_history" else "",
+            extra=", e.changefeed_operation",
         )  # fmt: skip
     (project / "models" / f"{name}.sql").write_text(text)
 
@@ -209,6 +212,43 @@ def project(catalog: str, root: Any) -> Any:
 def current(spark: Any, model: str) -> list[tuple[int, str]]:
     query = f"select order_id, payload.status from spark_catalog.{SCHEMA}.{model}"
     return [(r[0], r[1]) for r in spark.sql(query).collect()]
+
+
+def current_operations(spark: Any, model: str) -> set[tuple[int, str]]:
+    query = f"select order_id, changefeed_operation from spark_catalog.{SCHEMA}.{model}"
+    return {(r[0], r[1]) for r in spark.sql(query).collect()}
+
+
+def expected_current_operations(upto: int) -> set[tuple[int, str]]:
+    """Per live key, its row's operation as the runs (one per batch) applied it: a delete,
+    a snapshot's read, else an insert after no row or a deleted one and an update after a
+    live one; a late event older than the row changes neither."""
+    held: dict[int, tuple[bytes, int, bool, str]] = {}
+    for batch in range(1, upto + 1):
+        newest: dict[int, tuple[bytes, int, str | None]] = {}
+        for s, t, k, st in BATCHES[batch]:
+            if k not in newest or (ulid(s, t, k), s) > newest[k][:2]:
+                newest[k] = (ulid(s, t, k), s, st)
+        for key, (u, s, st) in newest.items():
+            row = held.get(key)
+            if row is not None and row[:2] >= (u, s):
+                continue
+            if st is None:
+                operation = "delete"
+            elif (batch, key) in SNAPSHOT_READS:
+                operation = "snapshot"
+            else:
+                operation = "insert" if row is None or row[2] else "update"
+            held[key] = (u, s, st is None, operation)
+    return {(key, row[3]) for key, row in held.items() if not row[2]}
+
+
+def rebuilt_current_operations(upto: int) -> set[tuple[int, str]]:
+    """The same rebuilt from every event at once (re-processing): each live key's newest
+    version's operation, as a history gives it (a repeated read: a snapshot's)."""
+    live = {key for key, _ in expected_source(upto)}
+    return {(key, versions[-1][3].replace("repeat", "snapshot"))
+            for key, versions in all_versions(upto).items() if key in live}  # fmt: skip
 
 
 def history(spark: Any, model: str = "history_delta") -> list[tuple[Any, ...]]:
@@ -234,6 +274,7 @@ def repeats(spark: Any, model: str) -> list[tuple[Any, ...]]:
         f"from {table}").collect()]  # fmt: skip
 
 
+CURSOR_CUT = r"\binsert (into|overwrite table) \S+__changefeed_cursor "
 #: a history run cut after its first write (R1: the state's write fails) and after its
 #: second (R2: the repeats table's second write fails), as (pattern, writes let through)
 STATE = r"\S+(?:__changefeed_state|history_iceberg)"
@@ -256,6 +297,9 @@ def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     seen: dict[str, Any] = {"harnesses": harnesses}
     for batch in BATCHES:
         land(spark, batch)
+        if batch == 4:
+            # the models written and their cursors not: the re-run reads the window again
+            run_all(spark, {"parquet": harnesses["parquet"]}, fail_at=CURSOR_CUT)
         if batch == max(BATCHES):
             # the run whose late versions move reads both ways, cut before its second and
             # its third write (R2, R3) and run again (protocol 11.8)
@@ -266,6 +310,8 @@ def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
                              for model in HISTORIES}  # fmt: skip
         run_all(spark, {"parquet": harnesses["parquet"]})
         seen[batch] = {name: current(spark, name) for name in MODELS if name.startswith("current")}
+        for model in CURRENT_OPERATIONS:
+            seen[batch][f"{model}_operations"] = current_operations(spark, model)
         seen[batch]["history"] = history(spark)
         seen[batch]["history_parquet"] = history(spark, "history_parquet")
         for model in HISTORIES:
@@ -297,6 +343,21 @@ def test_history_without_delete_versions_closes_the_version_before_a_delete(
     assert gone == set(), "a key inserted and deleted in one batch has no visible version"
     (before_delete,) = [r for r in rounds[4]["history"] if r[0] == 3]
     assert before_delete[3] == T0 + 30_000, "the version ends when the key was deleted"
+
+
+@pytest.mark.parametrize("model", CURRENT_OPERATIONS)
+def test_a_current_state_row_has_its_newest_versions_operation(
+    rounds: dict[str, Any], model: str
+) -> None:
+    """Rewrite, layers and merge: after every batch (batch 4 read twice, its cursor cut the
+    first time), each live key's operation is the one its run gave it: key 4's an update
+    of the state's row from batch 3 (also when read again), key 8's still an insert after
+    its older version lands (a late event changes nothing of the row)."""
+    for batch in BATCHES:
+        assert rounds[batch][f"{model}_operations"] == expected_current_operations(batch), batch
+    assert (4, "update") in rounds[4][f"{model}_operations"]
+    assert (8, "insert") in rounds[5][f"{model}_operations"]
+    assert rebuilt_current_operations(5) - expected_current_operations(5) == {(8, "update")}
 
 
 @pytest.mark.parametrize("model", HISTORIES)
@@ -407,6 +468,8 @@ def test_reprocessing_a_range_rebuilds_the_state_behind_the_view(
     last = max(BATCHES)
     for model in models[:2]:
         assert set(current(spark, model)) == expected_source(last), model
+        # rebuilt from every event: key 8's insert is an update of its older version now
+        assert current_operations(spark, model) == rebuilt_current_operations(last), model
     assert set(history(spark)) == expected_versions(last)
     for model in HISTORIES:
         assert set(operations(spark, model)) == expected_operations(last), model

@@ -123,6 +123,10 @@
   {%- endif -%}
   {%- if operations -%}
     {%- set repeats = changefeed._spark_scd2_repeats_table(target, file_format, new_rows, columns, snapshot_reads > 0) -%}
+  {%- elif 'changefeed_operation' in columns and events > 0 -%}
+    {#-- a current state's rows with their operation, told against the state (which exists now) --#}
+    {%- set new_rows = changefeed._spark_scd1_operation_rows(
+        new_rows, staged, columns, rules.key_columns, delete_when, target, touched) -%}
   {%- endif -%}
 
   {#-- 5. Apply the window: parquet adds a layer, or rewrites the touched buckets into new

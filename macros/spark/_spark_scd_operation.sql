@@ -20,6 +20,8 @@
     R2 the state gets the run's versions that are not repeats, and loses those that are;
     R3 the repeats table keeps only the run's repeats (of the touched keys).
   A re-processing run rebuilds both from the feed's events: the state, then the repeats.
+
+  A current state that selects it: _spark_scd1_operation_rows, at the end.
 -#}
 
 {% macro _spark_scd_repeats_relation(state) %}
@@ -207,4 +209,66 @@ where changefeed_copy = 1
       {%- do run_query(changefeed._spark_scd2_repeats_merge_sql(repeats, versions, columns, keys, touched, 'keep')) -%}
     {%- endif -%}
   {%- endif -%}
+{% endmacro %}
+
+
+{#- A current state whose select has changefeed_operation: the window's new rows (per key
+    its newest event e) with e's operation as a history would give e's version: `delete`,
+    `snapshot`, else `insert` or `update` by the key's event before e in another feed
+    batch, the newer of the window's (from `events`, the staged select) and the state's
+    row (`state`, read for the touched buckets; none when the window holds every event of
+    its keys, as a re-processing run's does). A state row that is e itself (a window read
+    again after a kill) keeps the operation it was given, so a re-read writes what the
+    first read did. -#}
+{% macro _spark_scd1_operation_rows(new_rows, events, columns, keys, delete_when, state, touched) %}
+  {%- set key_list = changefeed._spark_scd_list(keys) -%}
+  {%- set newer = changefeed._spark_scd_newer -%}
+  {%- set shown = [] -%}
+  {%- for column in columns -%}
+    {%- if column == 'changefeed_operation' -%}
+      {%- set prior -%}
+case when changefeed_h.ulid is null or not {{ newer('changefeed_n', 'changefeed_h') }} then changefeed_p.changefeed_deleted
+            when changefeed_p.ulid is null or {{ newer('changefeed_h', 'changefeed_p') }} then changefeed_h.changefeed_deleted
+            else changefeed_p.changefeed_deleted end
+      {%- endset -%}
+      {%- set same = 'changefeed_h.ulid = changefeed_n.ulid and changefeed_h.shard_id = changefeed_n.shard_id' if state is not none else 'false' -%}
+      {%- do shown.append("case when changefeed_n.changefeed_deleted then 'delete'"
+          ~ " when changefeed_n.changefeed_operation = 'snapshot' then 'snapshot'"
+          ~ " when " ~ same ~ " then changefeed_h.changefeed_operation"
+          ~ " when coalesce(" ~ prior ~ ", true) then 'insert' else 'update' end as changefeed_operation") -%}
+    {%- else -%}
+      {%- do shown.append('changefeed_n.' ~ adapter.quote(column)) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- set sql -%}
+select {{ shown | join(', ') }}, changefeed_n.changefeed_deleted, changefeed_n.changefeed_bucket
+from ({{ new_rows }}) as changefeed_n
+left join (
+    select * from (
+        select {{ key_list }}, ulid, shard_id, coalesce({{ delete_when if delete_when else 'false' }}, false) as changefeed_deleted,
+            row_number() over (partition by {{ key_list }} order by ulid desc, shard_id desc) as changefeed_rank
+        from (
+            select *, first_value(changefeed_feed_batch) over (
+                partition by {{ key_list }} order by ulid desc, shard_id desc) as changefeed_top_batch
+            from {{ events }}
+        ) as changefeed_batches
+        where changefeed_feed_batch <> changefeed_top_batch
+    ) as changefeed_ranked
+    where changefeed_rank = 1
+) as changefeed_p
+    on {{ changefeed._spark_scd_key_match(keys, 'changefeed_n', 'changefeed_p') }}
+{%- if state is not none %}
+left join (
+    select {{ key_list }}, ulid, shard_id, changefeed_deleted, changefeed_operation from {{ state }}
+    where changefeed_bucket in ({{ touched | join(', ') }})
+) as changefeed_h
+    on {{ changefeed._spark_scd_key_match(keys, 'changefeed_n', 'changefeed_h') }}
+{%- else %}
+left join (select {{ key_list }}, cast(null as binary) as ulid, cast(null as int) as shard_id,
+        cast(null as boolean) as changefeed_deleted, cast(null as string) as changefeed_operation
+    from ({{ new_rows }}) as changefeed_none where false) as changefeed_h
+    on {{ changefeed._spark_scd_key_match(keys, 'changefeed_n', 'changefeed_h') }}
+{%- endif %}
+  {%- endset -%}
+  {{ return(sql) }}
 {% endmacro %}

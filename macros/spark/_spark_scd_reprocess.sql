@@ -268,7 +268,10 @@ when not matched and not changefeed_source.changefeed_gone then insert ({{ state
     {#-- a history with the operation: the state gets the versions, then the repeats table
         the repeated snapshot reads (_spark_scd_operation.sql; both rebuilt from events) --#}
     {%- set repeats = none -%}
-    {%- if materialization == 'changefeed_history' and 'changefeed_operation' in columns -%}
+    {%- if materialization == 'changefeed_current_state' and 'changefeed_operation' in columns -%}
+      {#-- every event of the touched keys is in the rebuild: no state row is needed --#}
+      {%- set rebuilt = changefeed._spark_scd1_operation_rows(rebuilt, rebuild, columns, keys, delete_when, none, none) -%}
+    {%- elif materialization == 'changefeed_history' and 'changefeed_operation' in columns -%}
       {%- set repeated = 'select * from (' ~ rebuilt ~ ') as changefeed_rebuilt where changefeed_repeat' -%}
       {%- set rebuilt = 'select * from (' ~ rebuilt ~ ') as changefeed_rebuilt where not changefeed_repeat' -%}
       {%- set repeats = changefeed._spark_scd2_repeats_table(target, rules.file_format, new_rows, columns,
