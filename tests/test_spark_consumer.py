@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,45 @@ def test_table_exists_answers_from_the_catalog(spark: Any, feed: str) -> None:
     for bad in ("", "a..b", "`a.b", "a."):
         with pytest.raises(ValueError, match="not a table name"):
             table_exists(spark, bad)
+
+
+class _CreatedMeanwhile:
+    """The session, with another writer creating ``schema`` (and with ``table``, that
+    table) right after the first listing of the schema's tables has found it missing."""
+
+    def __init__(self, spark: Any, schema: str, table: str | None) -> None:
+        self._spark, self._schema, self._table, self.created = spark, schema, table, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._spark, name)
+
+    def sql(self, query: str) -> Any:
+        if self.created or not query.startswith(f"show tables in `{self._schema}`"):
+            return self._spark.sql(query)
+        try:
+            return self._spark.sql(query)
+        finally:
+            self.created = True
+            self._spark.sql(f"create schema {self._schema}")
+            if self._table:
+                self._spark.sql(f"create table {self._schema}.{self._table} (a int) using parquet")
+
+
+def test_table_exists_in_a_schema_created_meanwhile(spark: Any) -> None:
+    """A schema created between the listing of its tables (missing) and the listing of
+    the catalog (there), as by the landing service's first batches of several feeds into
+    one new schema: its tables are listed once more, which answers (before, this raised
+    CatalogUnavailable and failed the run)."""
+    from changefeed.spark.feedtable import table_exists
+
+    for table in (None, "t"):
+        schema = f"cf_meanwhile_{uuid.uuid4().hex[:8]}"
+        racing = _CreatedMeanwhile(spark, schema, table)
+        try:
+            assert table_exists(racing, f"{schema}.t") is (table is not None)
+            assert racing.created, "the interleaving happened"
+        finally:
+            spark.sql(f"drop schema if exists {schema} cascade")
 
 
 def test_macros_name_the_supported_adapters_elsewhere(dbt: Any) -> None:

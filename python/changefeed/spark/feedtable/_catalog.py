@@ -75,9 +75,13 @@ def table_exists(spark: Any, name: str) -> bool:
     True when Spark finds it, or when Spark did not but the listing of its namespace
     shows it and Spark then finds it (the first answer was a metastore that failed to
     answer). False only when the catalog has listed the table's namespace without it, or
-    its catalog without that namespace. Raises :class:`CatalogUnavailable` when such a
-    listing fails, or shows a table that Spark still cannot read, and ``ValueError`` for a
-    malformed name.
+    its catalog without that namespace. A namespace that the listing of its tables says
+    is missing and the listing of its catalog then shows (created meanwhile, as by a
+    concurrent first write into a new schema, or a metastore that failed to answer) has
+    its tables listed once more, and that listing decides. Raises
+    :class:`CatalogUnavailable` when a listing fails, the namespace is missing again for
+    that second listing, or a listed table is one Spark still cannot read, and
+    ``ValueError`` for a malformed name.
     """
     parts = split_name(name)
     namespace, table = parts[:-1], parts[-1]
@@ -99,9 +103,10 @@ def table_exists(spark: Any, name: str) -> bool:
         ) from exc
 
 
-def _listed(spark: Any, namespace: list[str], table: str) -> bool:
+def _listed(spark: Any, namespace: list[str], table: str, again: bool = True) -> bool:
     """Whether listing ``namespace`` shows ``table`` (then Spark is asked for it once
-    more); False for a namespace the listing of its catalog does not show either."""
+    more); False for a namespace the listing of its catalog does not show either; a
+    namespace that it shows is listed ``again``, once."""
     from pyspark.errors import AnalysisException
 
     qualified = ".".join(quote(p) for p in namespace)
@@ -113,7 +118,9 @@ def _listed(spark: Any, namespace: list[str], table: str) -> bool:
     except Exception as exc:
         if not _no_namespace(exc):
             raise
-        return _namespace_listed(spark, namespace, exc)
+        if not _namespace_listed(spark, namespace, exc, again):
+            return False
+        return _listed(spark, namespace, table, again=False)
     names = {str(row["tableName"]).lower() for row in rows if not row["isTemporary"]}
     if table.lower() not in names:
         return False
@@ -140,7 +147,9 @@ def _no_namespace(exc: Exception) -> bool:
     return "NoSuchNamespaceException" in str(exc)
 
 
-def _namespace_listed(spark: Any, namespace: list[str], missing: Exception) -> bool:
+def _namespace_listed(spark: Any, namespace: list[str], missing: Exception, again: bool) -> bool:
+    """Whether the catalog's listing shows ``namespace``, which a listing of its tables
+    just said is missing; raises when it does and ``again`` is false (a second time)."""
     catalog, schema = (namespace[0], namespace[1:]) if len(namespace) > 1 else (None, namespace)
     where = f" in {quote(catalog)}" if catalog else ""
     try:
@@ -150,11 +159,13 @@ def _namespace_listed(spark: Any, namespace: list[str], missing: Exception) -> b
             return False
         raise
     wanted = ".".join(schema).lower()
-    if wanted in (str(row[0]).lower() for row in rows):
-        raise CatalogUnavailable(
-            f"the catalog reported the schema {'.'.join(namespace)} missing and then listed "
-            "it: its metastore failed to answer the first time; nothing was created or "
-            "deleted: run again",
-            cause=missing,
-        )
-    return False
+    if wanted not in (str(row[0]).lower() for row in rows):
+        return False
+    if again:
+        return True
+    raise CatalogUnavailable(
+        f"the catalog reported the schema {'.'.join(namespace)} missing twice and listed it "
+        "in between: its metastore is failing to answer; nothing was created or deleted: "
+        "run again",
+        cause=missing,
+    )
