@@ -142,24 +142,14 @@ when matched and not changefeed_version.changefeed_repeat then delete
 {% endmacro %}
 
 
-{#- R1 on parquet: the touched buckets of the repeats table with the run's repeats added. -#}
+{#- R1 on parquet: the touched buckets of the repeats table with the run's repeats added,
+    each event once (a repeat has no valid_to). -#}
 {% macro _spark_scd2_repeats_added_sql(repeats, versions, columns, keys, touched) %}
-  {%- set state = changefeed._spark_scd_list(columns + changefeed._spark_scd_added_columns('changefeed_history')) -%}
-  {%- set sql -%}
-select {{ state }}
-from (
-    select *, row_number() over (
-        partition by {{ changefeed._spark_scd_list(keys) }}, ulid, shard_id order by changefeed_held desc) as changefeed_copy
-    from (
-        select {{ state }}, 1 as changefeed_held from {{ repeats }}
-        where changefeed_bucket in ({{ touched | join(', ') }})
-        union all
-        select {{ state }}, 0 as changefeed_held from ({{ changefeed._spark_scd2_versions_where(versions, columns, true) }}) as changefeed_new
-    ) as changefeed_both
-) as changefeed_unique
-where changefeed_copy = 1
-  {%- endset -%}
-  {{ return(sql) }}
+  {%- set held = 'select * from ' ~ repeats ~ ' where changefeed_bucket in (' ~ touched | join(', ') ~ ')' -%}
+  {{ return('select ' ~ changefeed._spark_scd_list(columns + ['changefeed_deleted', 'valid_from'])
+      ~ ', cast(null as timestamp) as valid_to, changefeed_bucket from ('
+      ~ changefeed._spark_scd2_unique_sql(held, changefeed._spark_scd2_versions_where(versions, columns, true), columns, keys)
+      ~ ') as changefeed_repeats') }}
 {% endmacro %}
 
 
@@ -225,16 +215,20 @@ where changefeed_copy = 1
   {%- set newer = changefeed._spark_scd_newer -%}
   {%- set shown = [] -%}
   {%- for column in columns -%}
-    {%- if column == 'changefeed_operation' -%}
+    {%- if column == 'changefeed_operation' and state is none -%}
+      {%- do shown.append("case when changefeed_n.changefeed_deleted then 'delete'"
+          ~ " when changefeed_n.changefeed_operation = 'snapshot' then 'snapshot'"
+          ~ " when coalesce(changefeed_p.changefeed_deleted, true) then 'insert' else 'update' end as changefeed_operation") -%}
+    {%- elif column == 'changefeed_operation' -%}
       {%- set prior -%}
 case when changefeed_h.ulid is null or not {{ newer('changefeed_n', 'changefeed_h') }} then changefeed_p.changefeed_deleted
             when changefeed_p.ulid is null or {{ newer('changefeed_h', 'changefeed_p') }} then changefeed_h.changefeed_deleted
             else changefeed_p.changefeed_deleted end
       {%- endset -%}
-      {%- set same = 'changefeed_h.ulid = changefeed_n.ulid and changefeed_h.shard_id = changefeed_n.shard_id' if state is not none else 'false' -%}
       {%- do shown.append("case when changefeed_n.changefeed_deleted then 'delete'"
           ~ " when changefeed_n.changefeed_operation = 'snapshot' then 'snapshot'"
-          ~ " when " ~ same ~ " then changefeed_h.changefeed_operation"
+          ~ " when changefeed_h.ulid = changefeed_n.ulid and changefeed_h.shard_id = changefeed_n.shard_id"
+          ~ " then changefeed_h.changefeed_operation"
           ~ " when coalesce(" ~ prior ~ ", true) then 'insert' else 'update' end as changefeed_operation") -%}
     {%- else -%}
       {%- do shown.append('changefeed_n.' ~ adapter.quote(column)) -%}
@@ -262,11 +256,6 @@ left join (
     select {{ key_list }}, ulid, shard_id, changefeed_deleted, changefeed_operation from {{ state }}
     where changefeed_bucket in ({{ touched | join(', ') }})
 ) as changefeed_h
-    on {{ changefeed._spark_scd_key_match(keys, 'changefeed_n', 'changefeed_h') }}
-{%- else %}
-left join (select {{ key_list }}, cast(null as binary) as ulid, cast(null as int) as shard_id,
-        cast(null as boolean) as changefeed_deleted, cast(null as string) as changefeed_operation
-    from ({{ new_rows }}) as changefeed_none where false) as changefeed_h
     on {{ changefeed._spark_scd_key_match(keys, 'changefeed_n', 'changefeed_h') }}
 {%- endif %}
   {%- endset -%}
