@@ -118,10 +118,10 @@ def choose_format(spark: Any, table: TableName, requested: str | None, exists: b
     return requested or "parquet"
 
 
-def feed_table_schema(source_schema: Any, operation: bool = True) -> Any:
+def feed_table_schema(source_schema: Any) -> Any:
     """The landed table's schema: the source's columns, then ``changefeed_operation
-    string`` (:mod:`changefeed.spark.feedtable`; a table landed before it existed has none
-    and keeps landing without it, ``operation=False``), then ``changefeed_batch bigint``."""
+    string`` (:mod:`changefeed.spark.feedtable`; a table landed before it existed has none,
+    which :func:`check_table` accepts), then ``changefeed_batch bigint``."""
     from pyspark.sql import types as T
 
     for field in source_schema.fields[2:]:
@@ -131,8 +131,7 @@ def feed_table_schema(source_schema: Any, operation: bool = True) -> Any:
                 f"reserves ({', '.join(RESERVED)}); it cannot be landed"
             )
     fields = [T.StructField(f.name, f.dataType, True) for f in source_schema.fields]
-    if operation:
-        fields.append(T.StructField(OPERATION_COLUMN, T.StringType(), True))
+    fields.append(T.StructField(OPERATION_COLUMN, T.StringType(), True))
     fields.append(T.StructField(BATCH_COLUMN, T.LongType(), True))
     return T.StructType(fields)
 
