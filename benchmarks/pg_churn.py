@@ -1,7 +1,8 @@
 """Benchmark: the safe point's cost and the session table's size under connection churn.
 
 A session row is keyed by the writer's backend PID, so every connection that writes
-leaves one; one lock call in 16 deletes the shard's rows whose backend has exited
+leaves one; a lock call that finds 8 or more finished rows of other connections on its
+shard deletes those whose backend has exited
 (docs/postgres.md, "Cleaning the session table"). On a fresh embedded PostgreSQL 16 and
 a blocking feed, this measures ``safe_point:<feed>`` (server execution time by EXPLAIN
 ANALYZE, median of 60, and the client call with its round trip, median of 200) on the
@@ -139,8 +140,9 @@ def main() -> int:
         *[f"| {n:,} | {r} | {s:.3f} | {c:.3f} |" for n, r, s, c in rows],
         "",
         f"After {last[0]:,} connections the safe point costs {growth:.2f}x its idle time "
-        f"and the session table holds at most {most_rows} rows (one lock call in 16 deletes "
-        f"the rows of exited backends): bars (≤ {BARS['growth']}x, ≤ "
+        f"and the session table holds at most {most_rows} rows (a lock call that finds 8 "
+        f"finished rows of other connections on its shard deletes those of exited "
+        f"backends): bars (≤ {BARS['growth']}x, ≤ "
         f"{BARS['session_rows']} rows) "
         + ("**met**." if not missed else "**missed**: " + "; ".join(missed) + "."),
     ]

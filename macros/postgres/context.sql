@@ -67,7 +67,7 @@
       'max_ms': 2 ** 48 - 1,
       'stall_timeout_ms': spec.get('stall_timeout_ms', 5000),
       'lock_probe_ms': spec.get('lock_probe_ms', 20),
-      'session_clean_every': 16,
+      'session_clean_at': 8,
       'incident_keep': 1000,
   }) }}
 {% endmacro %}

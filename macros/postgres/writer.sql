@@ -244,13 +244,18 @@ begin
        where st.shard_id = p_shard_id;
 
       v_seq := pg_catalog.nextval({{ ctx['lit_sequence'] }}::pg_catalog.regclass);
-      -- Clean (protocol section 6): one lock call in {{ ctx['session_clean_every'] }} (by write id) deletes the
-      -- shard's finished sessions (committed or abandoned) of backends that have exited, so
-      -- the table stays near one row per live writer and shard however many connections
-      -- come and go. Never a pending row (state 0): those are what the safe point reads,
-      -- and the re-check under the row lock keeps one that a racing call made pending.
-      -- SKIP LOCKED: never wait for a write that is committing.
-      if v_seq % {{ ctx['session_clean_every'] }} = 0 then
+      -- Clean (protocol section 6): a lock call that finds {{ ctx['session_clean_at'] }} or more finished
+      -- sessions (committed or abandoned) of other connections on its shard deletes those
+      -- whose backend has exited, so the shard keeps fewer than {{ ctx['session_clean_at'] }} rows of gone
+      -- connections beside one row per live writer, however many come and go and however
+      -- the feed's write ids fall across shards. Counting first keeps the scan of
+      -- pg_stat_get_activity off the path of a shard with few writers. Never a pending row
+      -- (state 0): those are what the safe point reads, and the re-check under the row lock
+      -- keeps one that a racing call made pending. SKIP LOCKED: never wait for a write that
+      -- is committing.
+      if (select pg_catalog.count(*) from {{ q['session'] }} as s2
+           where s2.shard_id = p_shard_id and s2.state <> 0
+             and s2.session_id <> pg_catalog.pg_backend_pid()) >= {{ ctx['session_clean_at'] }} then
         delete from {{ q['session'] }} as se
          where (se.shard_id, se.session_id) in (
                  select s2.shard_id, s2.session_id from {{ q['session'] }} as s2
