@@ -114,6 +114,24 @@ digits, got 4 characters
     return bytes.fromhex(value)
 
 
+def previous_one(value: bytes, *, index: int = 0) -> bytes:
+    """The ULID just below ``value`` (its 16 bytes as one unsigned number, minus one): where
+    a read strictly after a cursor stops to end right before ``value``.
+
+    >>> previous_one(bytes(15) + b"\x01") == bytes(16)
+    True
+    >>> previous_one(bytes(16))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    changefeed.ulid._errors.InvalidULID: row 0: ... no ULID lies below 16 zero bytes
+    """
+    _check_binary(value, index, "previous_one")
+    number = int.from_bytes(value, "big")
+    if number == 0:
+        raise InvalidULID(index, value, "no ULID lies below 16 zero bytes")
+    return (number - 1).to_bytes(ULID_BYTES, "big")
+
+
 def parse_one(value: str, *, index: int = 0) -> bytes:
     """One ULID as a user may write it: 26 characters of Crockford base32 (either case) or
     32 hex digits; surrounding blanks are ignored. The error of a bad value is the base32

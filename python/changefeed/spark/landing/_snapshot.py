@@ -36,10 +36,10 @@ from changefeed.spark.landing._snapshot_plan import (
     group,
     plan,
     resume_point,
-    ulid_before,
 )
 from changefeed.spark.landing._snapshot_types import SnapshotRequest, snapshot_table
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed, to_hex
+from changefeed.ulid import previous_one
 
 LOG = logging.getLogger("changefeed.snapshot")
 
@@ -148,7 +148,7 @@ def wait_for_barrier(
     """Step 1: until the shard's safe point reaches the block (no event below it can
     commit any more, S1). A write allocated below the block and never finished keeps it
     closed until it is reaped, burned or tombstoned."""
-    target = ulid_before(request.first_ulid)
+    target = previous_one(request.first_ulid)
     deadline = time.monotonic() + timeout
     while True:
         backend.move_outbox(info, [request.shard])
@@ -184,7 +184,7 @@ def execute(
     shard = request.shard
     wait_for_barrier(backend, info, request)
     _, known = landing._run(
-        None, on_stage, only=[shard], caps={shard: ulid_before(request.first_ulid)}
+        None, on_stage, only=[shard], caps={shard: previous_one(request.first_ulid)}
     )
     spark, table = landing.spark, landing.table
     fmt = _format.choose_format(spark, table, landing.table_format, exists=True)

@@ -75,14 +75,6 @@ def chunk_of(first_ulid: bytes, ulid: bytes) -> int:
     return (_low(ulid) - _low(first_ulid)) >> CHUNK_BITS
 
 
-def ulid_before(ulid: bytes) -> bytes:
-    """The ULID just below ``ulid`` (an unsigned decrement of its 16 bytes)."""
-    value = int.from_bytes(ulid, "big")
-    if value == 0:
-        raise ValueError("no ULID lies below 16 zero bytes")
-    return (value - 1).to_bytes(16, "big")
-
-
 def ulid_column(first_ulid: bytes, chunk: int, start_row: int, count: int) -> Any:
     """An Arrow ``binary`` array of the ULIDs of rows ``start_row ..`` of ``chunk``: built
     from one numpy buffer, not a bytes object per row (the snapshot's hot loop)."""
