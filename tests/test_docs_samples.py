@@ -60,6 +60,7 @@ REGISTRY: dict[str, str] = {
     "spark-verify-output": f"{VERIFY}::test_the_documented_command_exits_4_on_a_difference_and_0_on_equality",  # noqa: E501
     "python-api-verify": f"{VERIFY}::test_the_documented_python_call",
     "spark-source-new-columns": "tests/test_landing.py::test_a_changed_source_stops_the_landing_naming_each_change_and_the_way_on",  # noqa: E501
+    "spark-source-schema-versions": "tests/test_landing_evolution.py::test_a_landed_table_follows_added_dropped_and_widened_columns",  # noqa: E501
     "getting-started-layout": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",
     "getting-started-install": f"{GETTING_STARTED}::test_install_names_the_make_targets_and_the_venv",  # noqa: E501
     "getting-started-env": f"{GETTING_STARTED}::test_the_page_end_to_end_twice",

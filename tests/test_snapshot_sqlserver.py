@@ -253,8 +253,8 @@ def test_request_snapshot_for_a_sqlserver_feed(monkeypatch: pytest.MonkeyPatch) 
     """``request_snapshot()`` checks the feed's shards as on PostgreSQL, then reserves
     the block through ``snapshot_begin``."""
     server = fake_server()
-    server.on(r"select c\.name, t\.name", (["n"], [(c.name, c.db_type, 0, 0, 0)
-                                                   for c in PAYLOAD]))  # fmt: skip
+    server.on(r"select c\.name, t\.name", (["n"], [(c.name, c.db_type, 0, 0, 0, i)
+                                                   for i, c in enumerate(PAYLOAD, 1)]))  # fmt: skip
     server.on(r"select options from", (["options"], [('{"capture": "none"}',)]))
     server.on(r"^exec \[changefeed\]\.\[shards", (["shard_id"], [(0,), (1,)]))
     monkeypatch.setattr(

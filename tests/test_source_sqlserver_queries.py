@@ -120,16 +120,19 @@ def test_describe_reads_the_registry() -> None:
 def test_describe_with_payload_reads_the_source_columns() -> None:
     server = FakeServer()
     registry(server)
-    server.on(r"from sys\.columns", (["name", "type", "max_length", "precision", "scale"], [
-        ("order_id", "bigint", 8, 19, 0), ("amount", "decimal", 9, 12, 2),
-        ("note", "nvarchar", -1, 0, 0), ("at", "datetime2", 8, 27, 3),
-        ("tag", "uniqueidentifier", 16, 0, 0)]))  # fmt: skip
+    server.on(r"from sys\.columns", (["name", "type", "max_length", "precision", "scale",
+                                       "column_id"], [
+        ("order_id", "bigint", 8, 19, 0, 1), ("amount", "decimal", 9, 12, 2, 2),
+        ("note", "nvarchar", -1, 0, 0, 4), ("at", "datetime2", 8, 27, 3, 5),
+        ("tag", "uniqueidentifier", 16, 0, 0, 6)]))  # fmt: skip
     info = backend(server).describe(FEED, payload=True)
     assert server.statements[-1] == (
-        "select c.name, t.name, c.max_length, c.precision, c.scale from sys.columns as c "
-        "join sys.types as t on t.user_type_id = c.user_type_id "
+        "select c.name, t.name, c.max_length, c.precision, c.scale, c.column_id from sys.columns "
+        "as c join sys.types as t on t.user_type_id = c.user_type_id "
         "where c.object_id = object_id(N'[dbo].[orders]') order by c.column_id"
     )
+    # the column_id, which a rename keeps (a landed table tells a rename by it)
+    assert [c.number for c in info.payload or ()] == [1, 2, 4, 5, 6]
     assert info.layout().spark_schema().simpleString() == (
         "struct<shard_id:int,ulid:binary,order_id:bigint,payload:struct<order_id:bigint,"
         "amount:decimal(12,2),note:string,at:timestamp_ntz,tag:string>>"
@@ -260,8 +263,9 @@ def test_pages_up_to_the_planned_end() -> None:
 def test_payload_lookup_in_chunks() -> None:
     server = FakeServer()
     registry(server)
-    server.on(r"from sys\.columns", (["name", "type", "max_length", "precision", "scale"],
-              [("order_id", "bigint", 8, 19, 0), ("amount", "money", 8, 19, 4)]))  # fmt: skip
+    server.on(r"from sys\.columns", (["name", "type", "max_length", "precision", "scale",
+                                       "column_id"],
+              [("order_id", "bigint", 8, 19, 0, 1), ("amount", "money", 8, 19, 4, 2)]))  # fmt: skip
     count = PAYLOAD_CHUNK + 3
     feed_pages(
         server,

@@ -23,6 +23,9 @@ LOCAL_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "2g",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # A landing adds a source's new column to a parquet table's payload struct, which a
+    # Hive metastore refuses as an incompatible type change unless this is false.
+    "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
 }
 
 

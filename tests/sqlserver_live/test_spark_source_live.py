@@ -120,3 +120,36 @@ def test_a_landing_refuses_a_table_another_session_lands(
     assert properties["changefeed.feed"] == options(mssql, feed)["feed"]
     assert properties["changefeed.source"].startswith("sqlserver:")
     assert properties["changefeed.source"].endswith(f"/{mssql.database}/changefeed")
+
+
+def test_a_landed_table_follows_a_column_added_and_refuses_a_rename(
+    fresh: Any, conn: Any, mssql: Server, spark: Any
+) -> None:
+    """docs/spark-source.md, "When the source's columns change", on a real server: a column
+    added lands in the payload (earlier batches null); a rename (sp_rename keeps the
+    column_id) stops the landing before it writes."""
+    import pytest
+
+    from changefeed.spark.feedtable import FeedTable, SchemaVersion
+    from changefeed.spark.source import ChangefeedSourceError
+
+    feed: LiveFeed = fresh("outbox_int")
+    run(conn, "insert into [shop].[orders] (order_id, payload) values (1, N'one');")
+    feed.outbox_insert(conn, 0, [[1]])
+    table = "live_landing.evolving_" + mssql.database.rsplit("_", 1)[-1]
+    with_payload = options(mssql, feed, payload="true")
+    assert land(spark, with_payload, table).events == 1
+    run(conn, "alter table [shop].[orders] add note nvarchar(20) null;")
+    run(conn, "insert into [shop].[orders] (order_id, payload, note) values (2, N'two', N'n2');")
+    feed.outbox_insert(conn, 0, [[2]])
+    assert land(spark, with_payload, table).batch == 2
+    rows = {r.order_id: r.payload.asDict() for r in spark.table(table).collect()}
+    assert rows[1]["note"] is None and rows[2]["note"] == "n2", rows
+    assert FeedTable.for_name(spark, table).schema_versions() == [
+        SchemaVersion(1, 1),
+        SchemaVersion(2, 2, ("note",)),
+    ]
+    run(conn, "exec sp_rename 'shop.orders.note', 'remark', 'COLUMN';")
+    feed.outbox_insert(conn, 0, [[2]])
+    with pytest.raises(ChangefeedSourceError, match="source column note was renamed to remark"):
+        land(spark, with_payload, table)

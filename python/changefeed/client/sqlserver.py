@@ -218,17 +218,17 @@ def parse_keys(raw: Any) -> tuple[KeyColumn, ...]:
     return tuple(columns)
 
 
-def source_columns(conn: Any, info: FeedInfo) -> list[tuple[str, str]]:
-    """``(name, type)`` of every column of the feed's source table, in order (empty if
-    the table does not exist or this user cannot see it)."""
+def source_columns(conn: Any, info: FeedInfo) -> list[tuple[str, str, int]]:
+    """``(name, type, column_id)`` of every column of the feed's source table, in order
+    (empty if the table does not exist or this user cannot see it)."""
     _, rows = execute(
         conn,
-        "select c.name, t.name, c.max_length, c.precision, c.scale "
+        "select c.name, t.name, c.max_length, c.precision, c.scale, c.column_id "
         "from sys.columns as c join sys.types as t on t.user_type_id = c.user_type_id "
         "where c.object_id = object_id(%s) order by c.column_id",
         (info.source,),
     )
-    return [(str(n), _type_text(str(t), p, s)) for n, t, _, p, s in rows]
+    return [(str(n), _type_text(str(t), p, s), int(i)) for n, t, _, p, s, i in rows]
 
 
 def safe_points(conn: Any, info: FeedInfo) -> dict[int, bytes]:

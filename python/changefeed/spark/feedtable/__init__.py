@@ -16,6 +16,9 @@ commit rule for Python writers such as a landing job:
 Delta's ``DeltaTable.forName``): its existence, format, committed batches, heads and next
 batch; the functions here and the landing ask through it.
 
+:meth:`FeedTable.schema_versions` tells which payload columns each batch has
+(:class:`SchemaVersion`), as the landing records it when the source's columns change.
+
 ``retain`` removes a feed's oldest batches by a policy (protocol 11.7), never a shard's
 head nor past the cursor of a consumer it is given.
 """
@@ -59,12 +62,25 @@ from changefeed.spark.feedtable._table import (
     FeedTableNameError,
     TableName,
 )
+from changefeed.spark.feedtable._versions import (
+    NUMBERS_PROPERTY,
+    VERSION_PREFIX,
+    VERSION_PROPERTY,
+    SchemaVersion,
+    dropped_columns,
+    numbers_properties,
+    properties_sql,
+    schema_versions,
+    source_numbers,
+    table_properties,
+)
 
 __all__ = [
     "BATCH_COLUMN",
     "DELETE",
     "FORMATS",
     "LANDED_OPERATIONS",
+    "NUMBERS_PROPERTY",
     "OPERATION_COLUMN",
     "RESERVED_COLUMNS",
     "SESSION_CATALOG",
@@ -72,26 +88,35 @@ __all__ = [
     "SNAPSHOT",
     "ULID_COLUMN",
     "UPSERT",
+    "VERSION_PREFIX",
+    "VERSION_PROPERTY",
     "CatalogUnavailable",
     "FeedOrderError",
     "FeedTable",
     "FeedTableNameError",
     "FellBehindRetention",
     "RetentionResult",
+    "SchemaVersion",
     "TableName",
     "check_cursor",
     "clear_orphan_location",
     "committed_batches",
     "consumed_batch",
+    "dropped_columns",
     "feed_heads",
     "feed_horizon",
     "newest_heads",
     "next_batch",
+    "numbers_properties",
+    "properties_sql",
     "quote",
     "retain",
+    "schema_versions",
+    "source_numbers",
     "sql_string",
     "table_exists",
     "table_format",
+    "table_properties",
     "with_operation",
     "with_operation_arrow",
     "write_batch",

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from changefeed.errors import ChangefeedError
 from changefeed.spark.feedtable._catalog import quote, split_name, sql_string, table_exists
+from changefeed.spark.feedtable._versions import SchemaVersion, schema_versions, table_properties
 
 SHARD_COLUMN: Final = "shard_id"
 ULID_COLUMN: Final = "ulid"
@@ -140,6 +141,16 @@ class FeedTable:
                     f"{self.name.text} is a {provider} table; a Spark feed is {', '.join(FORMATS)}"
                 )
         return "parquet"
+
+    def properties(self) -> dict[str, str]:
+        """The table's properties (``show tblproperties``)."""
+        return table_properties(self.spark, self.name.sql)
+
+    def schema_versions(self) -> list[SchemaVersion]:
+        """The table's schema versions, oldest first (:class:`SchemaVersion`): which
+        payload columns each batch has. A table whose source's columns never changed
+        since it was created has one, version 1 from batch 1."""
+        return schema_versions(self.properties())
 
     def refresh(self) -> None:
         """Forget cached files and partitions: another session may have committed."""

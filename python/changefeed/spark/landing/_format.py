@@ -30,7 +30,7 @@ its committed head), so the batch is written in one pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from changefeed.spark.feedtable import (
     BATCH_COLUMN,
@@ -40,9 +40,14 @@ from changefeed.spark.feedtable import (
     FeedTable,
     FeedTableNameError,
     TableName,
+    numbers_properties,
+    properties_sql,
     quote,
+    source_numbers,
     sql_string,
+    table_properties,
 )
+from changefeed.spark.landing._evolution import PAYLOAD, Evolution, payload_type, plan
 from changefeed.spark.source import ChangefeedSourceError
 
 RESERVED = RESERVED_COLUMNS
@@ -172,16 +177,35 @@ def stored_type(data_type: Any, fmt: str) -> Any:
     return data_type
 
 
-def check_table(
-    spark: Any, table: TableName, expected: Any, fmt: str, feed: str | None = None
-) -> bool:
-    """An existing table must have exactly the format's columns (each of the type the
-    table's format stores it as, :func:`stored_type`) and partitioning. A table whose
-    columns differ is refused before anything is written, naming each change
-    (:func:`schema_changes`) and the way on: a new table, filled by a snapshot.
+@dataclass(frozen=True)
+class TableCheck:
+    """An existing landed table as :func:`check_table` found it: whether it has the
+    operation column, the change that makes it follow its source's payload columns (None
+    when there is nothing to record), its schema and its properties as read."""
 
-    Returns whether the table has the operation column: one landed before the column
-    existed has the same columns without it, and is landed on in its own shape."""
+    operation: bool
+    evolution: Evolution | None
+    schema: Any
+    properties: dict[str, str]
+
+
+def check_table(
+    spark: Any,
+    table: TableName,
+    expected: Any,
+    fmt: str,
+    feed: str | None = None,
+    numbers: dict[str, int] | None = None,
+) -> TableCheck:
+    """An existing table must have the format's columns (each of the type the table's
+    format stores it as, :func:`stored_type`) and partitioning. Its payload follows the
+    source's columns (:mod:`._evolution`: added, dropped, widened where the format can);
+    any other difference (the key, payload on or off, a rename, a narrowing) is refused
+    before anything is written, naming each change and the way on: a new table, filled
+    by a snapshot. ``numbers``: the source's column numbers (tells a rename).
+
+    A table landed before the operation column existed has the same columns without it,
+    and is landed on in its own shape."""
     from pyspark.sql import types as T
 
     actual = spark.table(table.sql).schema
@@ -191,16 +215,18 @@ def check_table(
     if not operation:
         want = [column for column in want if column[0] != OPERATION_COLUMN]
         expected = T.StructType([f for f in expected.fields if f.name != OPERATION_COLUMN])
-    if got != want:
-        target = f"{table.text}_v2"
-        raise ChangefeedSourceError(
-            f"table {table.text} was landed with other columns than feed {feed or '(this feed)'} "
-            f"has now: {'; '.join(schema_changes(actual, expected, fmt))}. A landed table keeps "
-            "the columns it was created with: land the feed into a new table from a snapshot "
-            f"of the source (changefeed snapshot --feed {feed or 'FEED'} --table {target}), "
-            "point the consumers at it and rebuild the state models on it (dbt run "
-            "--full-refresh); docs/spark-source.md, 'When the source's columns change'"
-        )
+    old_payload, new_payload = payload_type(actual), payload_type(expected)
+    same_frame = [c for c in got if c[0] != PAYLOAD] == [c for c in want if c[0] != PAYLOAD]
+    if not same_frame or (old_payload is None) != (new_payload is None):
+        _refuse(table, feed, schema_changes(actual, expected, fmt))
+    properties = table_properties(spark, table.sql)
+    evolution = None
+    if old_payload is not None:
+        evolution, refusals = plan(old_payload, new_payload, fmt, properties, numbers, stored_type)
+        if refusals:
+            _refuse(table, feed, refusals)
+        if not evolution.changes and (numbers is None or numbers == source_numbers(properties)):
+            evolution = None
     partitions = [c.name.lower() for c in spark.catalog.listColumns(table.sql)
                   if c.isPartition]  # fmt: skip
     if partitions != [BATCH_COLUMN]:
@@ -208,7 +234,19 @@ def check_table(
             f"table {table.text} must be partitioned by {BATCH_COLUMN} and nothing else "
             f"(docs/protocol.md 11.1); it is partitioned by {partitions or 'nothing'}"
         )
-    return operation
+    return TableCheck(operation, evolution, actual, properties)
+
+
+def _refuse(table: TableName, feed: str | None, changes: list[str]) -> NoReturn:
+    target = f"{table.text}_v2"
+    raise ChangefeedSourceError(
+        f"table {table.text} was landed with other columns than feed {feed or '(this feed)'} "
+        f"has now: {'; '.join(changes)}. A landed table follows a source column added, "
+        "dropped or widened, not this: land the feed into a new table from a snapshot of "
+        f"the source (changefeed snapshot --feed {feed or 'FEED'} --table {target}), point "
+        "the consumers at it and rebuild the state models on it (dbt run --full-refresh); "
+        "docs/spark-source.md, 'When the source's columns change'"
+    )
 
 
 def schema_changes(actual: Any, expected: Any, fmt: str) -> list[str]:
@@ -302,18 +340,25 @@ def record_identity(spark: Any, table: TableName, identity: FeedIdentity) -> Non
 
 
 def create_table(
-    spark: Any, table: TableName, schema: Any, fmt: str, identity: FeedIdentity
+    spark: Any,
+    table: TableName,
+    schema: Any,
+    fmt: str,
+    identity: FeedIdentity,
+    numbers: dict[str, int] | None = None,
 ) -> None:
-    """Create the empty feed table in format ``fmt``, recording its feed, first clearing
-    debris of a killed earlier create in the session catalog's managed location (11.5)."""
+    """Create the empty feed table in format ``fmt``, recording its feed (and the source's
+    column ``numbers``, :mod:`._evolution`), first clearing debris of a killed earlier
+    create in the session catalog's managed location (11.5)."""
     namespace = table.namespace_sql
     spark.sql(f"create database if not exists {namespace}")
     if table.in_session_catalog:
         FeedTable(spark, table).clear_orphan_location()
     columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
+    numbers_sql = f", {properties_sql(numbers_properties(numbers))}" if numbers else ""
     spark.sql(
         f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN}) "
-        f"tblproperties ({identity.properties_sql()})"
+        f"tblproperties ({identity.properties_sql()}{numbers_sql})"
     )
 
 

@@ -25,6 +25,7 @@ batch's file itself and registers its partition (:mod:`._parquet_files`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,14 @@ from changefeed.spark.landing import (
     _snapshot,
     _snapshot_dialect,
     _snapshot_plan,
+)
+from changefeed.spark.landing._evolution import apply as apply_evolution
+from changefeed.spark.landing._evolution import (
+    conform_arrow,
+    conform_frame,
+    landed_schema,
+    payload_type,
+    same_shape,
 )
 from changefeed.spark.source import (
     LANDING_FIX,
@@ -55,8 +64,12 @@ from changefeed.spark.source import (
     register,
 )
 
+LOG = logging.getLogger("changefeed.landing")
+
 #: ``on_stage(stage, details)`` is called at "planned" (cursors, safe points and batch
-#: fixed; nothing written yet) and "committed" (the batch is registered); for snapshots
+#: fixed; nothing written yet) and "committed" (the batch is registered); at
+#: "schema_changed" (the table follows its source's columns from ``batch`` on: its new
+#: schema ``version`` and the ``changes`` in words, before the batch); for snapshots
 #: at "snapshot_committed" (a batch of chunks) and "snapshot_failed" (a request that
 #: cannot run, :class:`._snapshot.SnapshotRequestFailed`; the run goes on).
 StageCallback = Callable[[str, Mapping[str, Any]], None]
@@ -144,6 +157,18 @@ class _Known:
     last_batch: int
     registered: dict[int, bytes]
     operation: bool
+    #: the table's payload struct where a batch read from the source must be given its
+    #: shape (:func:`._evolution.conform_frame`); None where it lands as read
+    payload: Any = None
+
+
+class _ColumnsChanged(ChangefeedSourceError):
+    """The source's payload columns changed between the run's first look at them and its
+    read: the run stops before it writes and starts again."""
+
+
+#: Runs started again in a row because the source's columns changed during each.
+COLUMN_RETRIES = 3
 
 
 class Landing:
@@ -277,15 +302,19 @@ class Landing:
         info = backend.describe(self.options.feed, self.options.payload)
         if self.feed_table.exists():
             schema = _format.feed_table_schema(info.layout().spark_schema())
-            self._check_existing(backend, schema)
+            self._check_existing(backend, schema, info)
 
-    def _check_existing(self, backend: Backend, schema: Any) -> tuple[str, bool, bool]:
-        """An existing table's format, whether it records no feed yet, and whether it has
-        the operation column."""
+    def _check_existing(
+        self, backend: Backend, schema: Any, info: SourceFeed
+    ) -> tuple[str, bool, _format.TableCheck]:
+        """An existing table's format, whether it records no feed yet, and what
+        :func:`._format.check_table` found (nothing is changed here)."""
         fmt = _format.choose_format(self.spark, self.table, self.table_format, exists=True)
         unrecorded = _format.check_identity(self.spark, self.table, self._feed_identity(backend))
-        operation = _format.check_table(self.spark, self.table, schema, fmt, self.options.feed)
-        return fmt, unrecorded, operation
+        check = _format.check_table(
+            self.spark, self.table, schema, fmt, self.options.feed, _numbers(info)
+        )
+        return fmt, unrecorded, check
 
     def _connection(self) -> Backend:
         if self._backend is None:
@@ -307,7 +336,27 @@ class Landing:
         caps: Mapping[int, bytes] | None = None,
     ) -> tuple[LandingResult, _Known]:
         """One batch. ``only``: land these shards only; ``caps``: per shard, land no event
-        above it (a snapshot's step 2 lands the events below its block, protocol 12.3)."""
+        above it (a snapshot's step 2 lands the events below its block, protocol 12.3).
+        Started again when the source's columns change during it (nothing written)."""
+        for _ in range(COLUMN_RETRIES):
+            try:
+                return self._run_once(known, on_stage, only=only, caps=caps)
+            except _ColumnsChanged:
+                known = None
+        raise ChangefeedSourceError(
+            f"the columns of feed {self.options.feed}'s source table changed during each of "
+            f"{COLUMN_RETRIES} runs in a row, between the run's first look at them and its "
+            "read; nothing was written. Land again once the table's changes are done"
+        )
+
+    def _run_once(
+        self,
+        known: _Known | None,
+        on_stage: StageCallback | None,
+        *,
+        only: Sequence[int] | None,
+        caps: Mapping[int, bytes] | None,
+    ) -> tuple[LandingResult, _Known]:
         started = time.monotonic()
         options, table = self.options, self.table
         backend = self._connection()
@@ -316,17 +365,23 @@ class Landing:
         listed = backend.shards(info) if options.shards is None else list(options.shards)
         if known is not None and known.schema == schema:
             heads, last_batch, fmt = known.cursors, known.last_batch, known.fmt
-            operation = known.operation
+            operation, payload = known.operation, known.payload
         elif self.feed_table.exists():
-            fmt, unrecorded, operation = self._check_existing(backend, schema)
+            fmt, unrecorded, check = self._check_existing(backend, schema, info)
             if unrecorded:
                 _format.record_identity(self.spark, table, self._feed_identity(backend))
             heads, last_batch = self.feed_table.committed_heads(listed, fmt)
+            operation, table_schema = check.operation, check.schema
+            if check.evolution is not None:
+                table_schema = self._evolve(check, fmt, last_batch + 1, on_stage)
+            payload = _payload_shape(table_schema, schema, fmt)
             known = None
         else:
             fmt = _format.choose_format(self.spark, table, self.table_format, exists=False)
-            _format.create_table(self.spark, table, schema, fmt, self._feed_identity(backend))
-            heads, last_batch, known, operation = {}, 0, None, True
+            _format.create_table(
+                self.spark, table, schema, fmt, self._feed_identity(backend), _numbers(info)
+            )
+            heads, last_batch, known, operation, payload = {}, 0, None, True, None
         shards = list(only) if only is not None else _shards(options, listed, heads)
         start = options.starting_position.fixed_cursor()
         cursors = {shard: max(heads.get(shard, ZERO_ULID), start) for shard in shards}
@@ -347,6 +402,12 @@ class Landing:
             if ends[shard] > cursors[shard]
             and backend.has_events(info, shard, cursors[shard], ends[shard])
         ]
+        # The payload is read by column name: columns that changed since this run's describe,
+        # before its safe points, would land a batch short of them; looked at again after
+        # the safe points, a change makes the run start again (protocol 11.11, E1).
+        again = backend.describe(options.feed, True) if pending and info.payload else None
+        if again is not None and again.payload != info.payload:
+            raise _ColumnsChanged()
         batch = last_batch + 1
         details = {"table": table.text, "batch": batch, "cursors": cursors, "safe_points": ends}
         if on_stage is not None:
@@ -355,7 +416,7 @@ class Landing:
         if not pending:
             if ends != registered:
                 self._register(backend, info, ends)
-            after = _Known(schema, fmt, ends, last_batch, ends, operation)
+            after = _Known(schema, fmt, ends, last_batch, ends, operation, payload)
             return LandingResult(
                 table.text, None, 0, cursors, ends, time.monotonic() - started
             ), after
@@ -366,17 +427,22 @@ class Landing:
         if known is not None:
             arrow = _driver_read(backend, info, starts, stops, options.page_size)
         if arrow is not None:
+            if payload is not None:
+                arrow = conform_arrow(arrow, payload)
             location = self._files_location(fmt)
             if location is not None and arrow.num_rows:
                 rows = with_operation_arrow(arrow, snapshot=False) if operation else arrow
                 _parquet_files.write_driver_batch(self.spark, rows, table, batch, location)
             else:
-                frame = self.spark.createDataFrame(arrow, schema=info.layout().spark_schema())
+                frame = self.spark.createDataFrame(
+                    arrow, schema=landed_schema(info.layout().spark_schema(), payload)
+                )
                 frame = with_operation(frame, snapshot=False) if operation else frame
                 _format.write_batch(frame, table, batch, fmt)
             events = arrow.num_rows
         else:
             frame = _source_frame(self.spark, self.source_options, info, starts, stops)
+            frame = conform_frame(frame, payload) if payload is not None else frame
             frame = with_operation(frame, snapshot=False) if operation else frame
             _format.write_batch(frame, table, batch, fmt)
             events = _format.count_batch(self.spark, table, batch)
@@ -387,7 +453,26 @@ class Landing:
             table.text, batch if events else None, events, cursors, ends,
             time.monotonic() - started,
         )  # fmt: skip
-        return result, _Known(schema, fmt, ends, batch if events else last_batch, ends, operation)
+        after = _Known(schema, fmt, ends, batch if events else last_batch, ends, operation, payload)
+        return result, after
+
+    def _evolve(
+        self, check: _format.TableCheck, fmt: str, batch: int, on_stage: StageCallback | None
+    ) -> Any:
+        """Make the table follow its source's payload columns from ``batch`` on (the next
+        batch); its schema after."""
+        assert check.evolution is not None
+        version = apply_evolution(
+            self.spark, self.table, fmt, check.evolution, batch, check.properties, check.schema
+        )
+        if version is not None:
+            text = check.evolution.text()
+            LOG.warning("table %s: schema version %d from batch %d: %s",
+                        self.table.text, version.version, batch, text)  # fmt: skip
+            if on_stage is not None:
+                on_stage("schema_changed", {"table": self.table.text, "version": version.version,
+                                            "batch": batch, "changes": text})  # fmt: skip
+        return self.spark.table(self.table.sql).schema
 
     def _files_location(self, fmt: str) -> Path | None:
         """Where this landing writes its warm batches as parquet files itself (a parquet
@@ -406,6 +491,24 @@ class Landing:
         """
         if "save_cursor" in info.names:  # else SQL Server, or a feed without retention
             backend.save_cursors(info, self.consumer, ends)
+
+
+def _numbers(info: SourceFeed) -> dict[str, int] | None:
+    """The source's number of each payload column, where the database gave them all."""
+    if info.payload is None or any(c.number is None for c in info.payload):
+        return None
+    return {c.name: int(c.number) for c in info.payload if c.number is not None}
+
+
+def _payload_shape(table_schema: Any, source_schema: Any, fmt: str) -> Any:
+    """The table's payload struct where a batch read with the source's columns must be
+    given its shape (a column the source dropped, another order), else None."""
+    table_payload, source_payload = payload_type(table_schema), payload_type(source_schema)
+    if table_payload is None or source_payload is None:
+        return None
+    if same_shape(table_payload, source_payload, fmt, _format.stored_type):
+        return None
+    return table_payload
 
 
 def _driver_read(

@@ -28,6 +28,7 @@ from typing import Any
 
 from changefeed.client import ZERO_ULID
 from changefeed.spark.feedtable import OPERATION_COLUMN
+from changefeed.spark.landing._evolution import landed_schema
 from changefeed.spark.landing._snapshot_dialect import statements
 from changefeed.spark.landing._snapshot_plan import (
     CHUNK_ROWS,
@@ -224,8 +225,10 @@ def execute(
             f"`{cancel_command(landing.options, request.snapshot_id)}` and request a new one",
             request,
         ) from exc
-    read = chunk_reader(landing.options, reader, shard, request.first_ulid, known.operation)
-    schema = info.layout().spark_schema()
+    read = chunk_reader(
+        landing.options, reader, shard, request.first_ulid, known.operation, known.payload
+    )
+    schema = landed_schema(info.layout().spark_schema(), known.payload)
     if known.operation:
         schema = schema.add(OPERATION_COLUMN, "string", True)
     files = _parquet_files.files_location(spark, table, fmt, landing.snapshot_writer)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from changefeed.spark.feedtable import with_operation_arrow
+from changefeed.spark.landing._evolution import conform_arrow
 from changefeed.spark.landing._snapshot_dialect import ChunkStatements, statements
 from changefeed.spark.landing._snapshot_types import Chunk, SnapshotRequest
 from changefeed.spark.source import (
@@ -199,11 +200,13 @@ def chunk_reader(
     shard: int,
     first_ulid: bytes,
     operation: bool = False,
+    payload: Any = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function: each input row names a chunk (its index and JSON);
     each task opens its own connection (the landing's connection options travel with
     the function) and yields the chunk's rows as Arrow batches of the landed schema
-    (with ``operation``, the operation column too: ``snapshot``)."""
+    (with ``operation``, the operation column too: ``snapshot``; with ``payload``, the
+    table's payload struct, the payload in its shape: :func:`._evolution.conform_arrow`)."""
 
     def read(batches: Iterator[Any]) -> Iterator[Any]:
         from changefeed.spark.source import open_backend
@@ -232,6 +235,8 @@ def chunk_reader(
                     count = len(arrays[0])
                     ulids = ulid_column(first_ulid, chunk.index, done, count)
                     events = builder.snapshot_batch(shard, ulids, arrays)
+                    if payload is not None:
+                        events = conform_arrow(events, payload)
                     yield with_operation_arrow(events, snapshot=True) if operation else events
                     done += count
         finally:

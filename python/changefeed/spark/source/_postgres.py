@@ -81,7 +81,7 @@ class PostgresBackend(Backend):
         )
         source_schema, source_table = str(rows[0][0]), str(rows[0][1])
         columns = self._fetch(
-            "select a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
+            "select a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnum "
             "from pg_catalog.pg_attribute as a "
             "where a.attrelid = pg_catalog.to_regclass(%s) and a.attnum > 0 "
             "and not a.attisdropped order by a.attnum",
@@ -96,7 +96,7 @@ class PostgresBackend(Backend):
         # option: row_image switched off keeps the images written while it was on.
         return SourceFeed(
             replace(registered, source_schema=source_schema, source_table=source_table),
-            tuple(Column(str(n), str(t)) for n, t in columns),
+            tuple(Column(str(n), str(t), int(i)) for n, t, i in columns),
             images=registered.images,
         )
 

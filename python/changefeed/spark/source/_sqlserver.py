@@ -56,7 +56,7 @@ class SqlServerBackend(Backend):
                 f"payload=true: the source table {info.source_schema}.{info.source_table} of "
                 f"feed {feed_id} does not exist or cannot be seen by this user"
             )
-        return SourceFeed(info, tuple(Column(name, type_) for name, type_ in columns))
+        return SourceFeed(info, tuple(Column(n, t, i) for n, t, i in columns))
 
     def shards(self, info: SourceFeed) -> list[int]:
         """Shards with a state row, and in outbox mode shards with unmoved outbox rows

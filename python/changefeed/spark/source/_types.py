@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -26,10 +26,14 @@ _PARAMS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 
 @dataclass(frozen=True)
 class Column:
-    """A column of the feed or of its source table: name and database type as declared."""
+    """A column of the feed or of its source table: name and database type as declared,
+    and for a source column the database's own number for it (PostgreSQL's ``attnum``,
+    SQL Server's ``column_id``), which a rename keeps and a dropped and re-added column
+    does not: how a landing tells a rename from a drop and an add."""
 
     name: str
     db_type: str
+    number: int | None = field(default=None, compare=False)
 
 
 def _identity(value: Any) -> Any:
