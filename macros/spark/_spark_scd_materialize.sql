@@ -58,6 +58,16 @@
   {%- endif -%}
   {%- set columns = run_query('select * from ' ~ staged ~ ' limit 0').column_names | map('lower') | list -%}
   {%- do changefeed._spark_scd_check_columns(materialization, columns, rules.key_columns) -%}
+  {#-- the state's tables take the select's new columns and types (_spark_scd_evolve.sql) --#}
+  {%- if built is not none and not full_refresh -%}
+    {%- set holders = [changefeed._spark_scd_layers_relation(target) if layered else target] -%}
+    {%- set repeats_table = changefeed._spark_scd_repeats_relation(target) -%}
+    {%- if materialization == 'changefeed_history' and 'changefeed_operation' in columns
+          and changefeed._spark_table_listed(repeats_table) -%}
+      {%- do holders.append(repeats_table) -%}
+    {%- endif -%}
+    {%- do changefeed._spark_scd_follow_select(materialization, holders, staged, file_format) -%}
+  {%- endif -%}
   {%- set delete_when = rules.delete_when -%}
   {%- if delete_when is none and 'payload' in columns -%}
     {#-- a landed feed: its payload is the source row at landing time, null once the key is gone --#}

@@ -25,8 +25,7 @@
 {% endmacro %}
 
 
-{#- Write `rows` (a select of whole partitions: the table's columns in table order, the
-    partition column `column` last) and switch the partitions `values` of `target` to
+{#- Write `rows` (a select of whole partitions: the table's columns, by name) and switch the partitions `values` of `target` to
     them; a partition of `values` that `rows` leaves empty is dropped. The new directories
     are named by the run's invocation id and `step`, which a second switch of the same
     table in one run must set to another value (its directories would be the first's). -#}
@@ -47,13 +46,19 @@
   {%- endfor -%}
 
   {#-- 1. the new directories, complete before any partition points at them --#}
-  {%- do run_query('create table ' ~ next ~ ' (' ~ changefeed._spark_scd_next_columns(target, column)
+  {%- set next_columns = changefeed._spark_scd_next_columns(target, column) -%}
+  {%- set typed = [] -%}
+  {%- for name, type in next_columns -%}
+    {%- do typed.append(adapter.quote(name) ~ ' ' ~ type) -%}
+  {%- endfor -%}
+  {%- do run_query('create table ' ~ next ~ ' (' ~ (typed + ['changefeed_write string']) | join(', ')
       ~ ') using parquet partitioned by (' ~ column ~ ', changefeed_write) location '
       ~ changefeed._spark_sql_string(versions)) -%}
   {%- do run_query('set spark.sql.sources.partitionOverwriteMode = DYNAMIC') -%}
   {%- call statement('main') -%}
 insert overwrite table {{ next }} partition ({{ column }}, changefeed_write)
-select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
+select {{ changefeed._spark_scd_list(next_columns | map(attribute=0) | list) }}, '{{ write }}' as changefeed_write
+from ({{ rows }}) as changefeed_rows
   {%- endcall -%}
   {#-- a partition left without rows (a re-processing run can remove keys) has no directory --#}
   {%- set written = [] -%}
@@ -97,23 +102,17 @@ select *, '{{ write }}' as changefeed_write from ({{ rows }}) as changefeed_rows
 {% endmacro %}
 
 
-{#- The columns of <table>__changefeed_next: the table's, the partition column `column`
-    last, then the write's id (the table's types, read from it so that the write keeps
-    them exactly). -#}
+{#- The columns of <table>__changefeed_next, (name, type): the table's, the partition
+    column `column` last (the table's types, read from it so that the write keeps them
+    exactly; its order, so that the write, which selects them by name, matches a table
+    whose columns were added to after it was created). -#}
 {% macro _spark_scd_next_columns(target, column) %}
   {%- set columns = [] -%}
   {%- set partition = [] -%}
-  {%- set listing = namespace(done=false) -%}
-  {%- for row in run_query('describe table ' ~ target).rows -%}
-    {%- set name = row[0] | string | trim -%}
-    {#-- the columns come first, then '# Partition Information' --#}
-    {%- if name == '' or name.startswith('#') -%}{%- set listing.done = true -%}{%- endif -%}
-    {%- if not listing.done -%}
-      {%- set typed = adapter.quote(name) ~ ' ' ~ (row[1] | string) -%}
-      {%- do (partition if name | lower == column else columns).append(typed) -%}
-    {%- endif -%}
+  {%- for name, type in changefeed._spark_scd_described(target) -%}
+    {%- do (partition if name == column else columns).append((name, type)) -%}
   {%- endfor -%}
-  {{ return((columns + partition + ['changefeed_write string']) | join(', ')) }}
+  {{ return(columns + partition) }}
 {% endmacro %}
 
 
