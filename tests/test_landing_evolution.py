@@ -181,6 +181,26 @@ def test_a_rename_a_narrowing_or_a_widening_the_format_cannot_do_stops_the_landi
         assert (result.batch, result.events) == (2, 1)
         assert len(FeedTable.for_name(spark, table).schema_versions()) == 1
 
+    # A table that records no column numbers (landed by 0.2.0) cannot tell a drop and an
+    # add from a rename: refused, naming the property that says it is none.
+    spark.sql(f"alter table {parquet} unset tblproperties ('changefeed.source.columns')")
+    _sql(pg_uri, f"alter table {feed} drop column v", f"alter table {feed} add column w text")
+    kit.write_blocking(pg_uri, feed, 0, [{"id": 3, "n": 3, "w": "c"}], ["id"])
+    with pytest.raises(ChangefeedSourceError) as caught:
+        land(spark, options, parquet)
+    message = str(caught.value)
+    assert (
+        "source column(s) v dropped and w added, and the table records no source column "
+        "numbers that would tell this from a rename" in message
+    ), message
+    assert _partitions(spark, parquet) == [1, 2], "nothing written"
+    assignment = message.split("set tblproperties (", 1)[1].split("), and land again", 1)[0]
+    spark.sql(f"alter table {parquet} set tblproperties ({assignment})")
+    assert land(spark, options, parquet).batch == 3
+    assert FeedTable.for_name(spark, parquet).schema_versions()[-1] == SchemaVersion(
+        2, 3, ("w",), ("v",)
+    )
+
 
 def test_a_widening_a_parquet_table_cannot_do_stops_the_landing(
     spark: Any, pg_uri: str, dbt: Any

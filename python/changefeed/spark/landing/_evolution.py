@@ -166,9 +166,18 @@ def plan(
             if old_name is not None and old_name.lower() not in now:
                 refusals.append(f"source column {old_name} was renamed to {name}")
     elif dropped and new_names:
+        both = {n: number for n, number in (numbers or {}).items() if n.lower() in before}
+        known = numbers_properties(both).get(NUMBERS_PROPERTY, "")
         refusals.append(
             f"source column(s) {', '.join(dropped)} dropped and {', '.join(new_names)} added, "
             "and the table records no source column numbers that would tell this from a rename"
+            + (
+                f" (if it is no rename, record the numbers of the columns both have: alter "
+                f"table ... set tblproperties ('{NUMBERS_PROPERTY}' = '{known}'), and land "
+                "again)"
+                if known
+                else ""
+            )
         )
     evolution = Evolution(tuple(added), tuple(dropped), tuple(widened), numbers, tuple(returning))
     return evolution, refusals
