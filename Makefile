@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@# --compile-bytecode: uv writes no .pyc files by default (pip does), and where
 	@# PYTHONDONTWRITEBYTECODE is set (as on the machines this project runs on) none is written,
 	@# so every Python process the tests start would compile dbt and pyspark again (~1.6 s).
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[spark,postgres,sqlserver,dbt,dev]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[spark,connect,postgres,sqlserver,dbt,dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 	@echo "changefeed: $(VENV) is ready"

@@ -54,6 +54,7 @@ def _partitions(spark: Any, table: str) -> list[int]:
     return sorted({r[0] for r in spark.table(table).select(BATCH_COLUMN).collect()})
 
 
+@pytest.mark.slow  # 7-26 s each: left to make test, out of the edit loop
 @pytest.mark.parametrize("fmt", ["parquet", "delta", "iceberg"])
 def test_a_landed_table_follows_added_dropped_and_widened_columns(
     lakehouse: Any, pg_uri: str, dbt: Any, fmt: str

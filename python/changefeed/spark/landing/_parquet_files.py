@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from changefeed.spark import is_connect
 from changefeed.spark.feedtable import BATCH_COLUMN, FeedTable, TableName
 from changefeed.spark.landing._snapshot_plan import chunk_specs
 from changefeed.spark.landing._snapshot_types import Chunk
@@ -52,8 +53,11 @@ _REPORT = "file string, rows bigint"
 
 def local_location(spark: Any, table: TableName, fmt: str) -> Path | None:
     """The table's directory when its batches can be written as files here: a parquet
-    table, a local Spark master, a ``file:`` location; else None."""
-    if fmt != "parquet" or not str(spark.sparkContext.master).startswith("local"):
+    table, a local Spark master (not Spark Connect, whose server's files are not this
+    process's), a ``file:`` location; else None."""
+    if fmt != "parquet" or is_connect(spark):
+        return None
+    if not str(spark.sparkContext.master).startswith("local"):
         return None
     location = FeedTable(spark, table).location()
     parts = urllib.parse.urlsplit(location or "")

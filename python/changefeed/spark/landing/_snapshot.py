@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.client import ZERO_ULID
+from changefeed.spark import is_connect
 from changefeed.spark.feedtable import OPERATION_COLUMN
 from changefeed.spark.landing._evolution import landed_schema
 from changefeed.spark.landing._snapshot_dialect import statements
@@ -295,8 +296,18 @@ def source_frame(
 
 
 def _cores(spark: Any) -> int:
-    """Spark's default parallelism: the tasks a batch's job can run at once."""
-    return int(spark.sparkContext.defaultParallelism)
+    """Spark's default parallelism: the tasks a batch's job can run at once. Spark Connect
+    has no SparkContext to ask: there, the partitions of a range Spark splits by it (a
+    small job), unless spark.default.parallelism is set."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    from pyspark.sql import functions as F
+
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured:
+        return int(configured)
+    split = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).distinct()
+    return max(1, int(split.count()))
 
 
 def _head_key(spark: Any, table: Any, info: SourceFeed, shard: int, head: bytes | None) -> Any:

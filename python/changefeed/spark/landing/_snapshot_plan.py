@@ -263,10 +263,15 @@ def _chunk_from_json(text: str) -> Chunk:
 
 def chunk_specs(spark: Any, chunks: Sequence[Chunk]) -> Any:
     """A frame of the chunks' specs (:func:`chunk_json`), each in a partition of its own:
-    one task per chunk. (A ``repartition`` deals rows out round-robin from a random start,
-    so some tasks got two chunks and others none.)"""
-    specs = [(chunk_json(c),) for c in chunks]
-    return spark.createDataFrame(spark.sparkContext.parallelize(specs, len(specs)), "spec string")
+    one task per chunk. A range of n rows in n partitions has one row in each, and each
+    row picks its spec from a literal array; no ``SparkContext``, so Spark Connect too.
+    (A ``repartition`` deals rows out round-robin from a random start, so some tasks got
+    two chunks and others none.)"""
+    from pyspark.sql import functions as F
+
+    specs = F.array(*[F.lit(chunk_json(c)) for c in chunks])
+    rows = spark.range(0, len(chunks), 1, len(chunks))
+    return rows.select(F.element_at(specs, (F.col("id") + 1).cast("int")).alias("spec"))
 
 
 def chunk_frame(

@@ -1,0 +1,109 @@
+"""A Spark Connect server for the tests, started from PySpark's own jars (its
+``spark-connect`` jar and ``spark-submit``), with Delta and Iceberg as a local session has
+them, and a client session on it. The server's Python workers run this interpreter, so
+they import changefeed as the tests do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+#: How long the server may take to listen (a JVM start on a busy 2-core machine).
+START_SECONDS = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def connect_server(workdir: Path) -> Iterator[str]:
+    """A running Connect server (its ``sc://`` address) until the block ends; raises
+    RuntimeError naming its log when it does not start."""
+    import pyspark
+
+    from changefeed import _jars
+
+    home = Path(pyspark.__file__).parent
+    warehouse = workdir / "warehouse"
+    conf = {
+        "spark.master": "local[2]",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(warehouse),
+        **_jars.lakehouse_conf(_jars.lakehouse_jars(), warehouse),
+    }
+    port = _free_port()
+    conf["spark.connect.grpc.binding.port"] = str(port)
+    command = [str(home / "bin" / "spark-submit"),
+               "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]  # fmt: skip
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
+    env.pop("SPARK_CONF_DIR", None)  # not a developer's shared catalog
+    log = workdir / "connect-server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  cwd=workdir, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while not _listening(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the Spark Connect server did not start ({log}): {tail}")
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(30)
+
+
+@contextmanager
+def remote_session(address: str) -> Iterator[Any]:
+    """A Spark Connect session on ``address`` while the block runs. PySpark's functions
+    build Connect columns while ``SPARK_CONNECT_MODE_ENABLED`` is set, and classic ones
+    otherwise: it is set only meanwhile, so that the classic session this test process
+    also holds (other tests') works before and after. (``SparkSession.builder.remote``
+    refuses while a classic session exists; the Connect builder is asked directly.)"""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    before = os.environ.get(_MODE)
+    os.environ[_MODE] = "1"
+    try:
+        session = RemoteSession.builder.remote(address).getOrCreate()
+        try:
+            yield session
+        finally:
+            session.stop()
+    finally:
+        if before is None:
+            os.environ.pop(_MODE, None)
+        else:
+            os.environ[_MODE] = before
+
+
+_MODE = "SPARK_CONNECT_MODE_ENABLED"
