@@ -1,11 +1,15 @@
 """Spark Connect (issue: run where teams run Spark): a Connect server started from
 PySpark's own jars, and on a client session of it the feed's batch read and ``land()``
 on parquet, Delta and Iceberg, cold and warm, with a snapshot executed while a writer
-keeps writing; every table equals the source, every live event landed once. The server
+keeps writing; every table equals the source, every live event landed once; and
+``changefeed land --spark existing`` with ``SPARK_REMOTE`` naming the server. The server
 is started here and stopped at the end (its JVM costs a start of its own)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -98,6 +102,19 @@ def test_land_and_snapshot_on_a_spark_connect_session(
                               if r.changefeed_operation != "snapshot")  # fmt: skip
                 assert live == kit.feed_rows(pg_uri, feed), fmt
                 assert newest(rows) == _source(pg_uri, feed), fmt
+            # `changefeed land` on the same server, by SPARK_REMOTE (--spark existing)
+            table = "connect_tests.t_cli"
+            env = {**os.environ, "SPARK_REMOTE": address}
+            env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+            command = [sys.executable, "-m", "changefeed.cli", "land", "--connection", pg_uri,
+                       "--feed", feed, "--table", table, "--payload",
+                       "--spark", "existing"]  # fmt: skip
+            landed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+            assert landed.returncode == 0, landed.stderr[-3000:]
+            rows = spark.table(table).collect()
+            assert sorted((r.shard_id, bytes(r.ulid), r.id) for r in rows) == kit.feed_rows(
+                pg_uri, feed
+            )
     finally:
         server.__exit__(None, None, None)
 
