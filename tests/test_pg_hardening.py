@@ -441,13 +441,7 @@ def test_connection_churn_leaves_the_session_table_bounded(
     """3,000 short-lived connections, one write each, in 4 threads: the session table keeps
     about one row per live writer (not one per backend ever seen), and the safe point and
     the events are unaffected."""
-    create_table(admin, "cf_hard", "churn", "id bigint primary key")
-    teardown_feed(dbt, "cf_hard", "churn")
-    setup_feed(dbt, "cf_hard", "churn", "blocking")
-    row = registry_row(admin, "cf_hard.churn")
-    assert row is not None
-    session = _q(row["names"]["session"])
-    feed = PostgresFeed("cf_hard.churn")
+    feed, session = _blocking_feed(dbt, admin, "churn")
     ids = iter(range(3000))
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -477,12 +471,7 @@ def test_connection_churn_leaves_the_session_table_bounded(
     assert rows is not None and rows[0] <= 16, rows
     point = feed.safe_point(admin, 0)
     assert point.pending == 0 and point.safe_point == point.head
-    events = []
-    cursor = bytes(16)
-    while page := feed.read_page(admin, 0, cursor, page_size=1000).events:
-        events.extend(page)
-        cursor = page[-1].ulid
-    assert sorted(e.key[0] for e in events) == list(range(3000))
+    assert sorted(_read_keys(feed, admin, 0)) == list(range(3000))
 
 
 def test_every_shard_keeps_its_session_table_bounded_after_abandoned_writes(
@@ -492,13 +481,7 @@ def test_every_shard_keeps_its_session_table_bounded_after_abandoned_writes(
     write pending (abandoned, reaped by the next lock call): each shard keeps at most 10
     rows. Cleaning is decided per shard, so a shard whose write ids never fall on some
     multiple (the feed's one sequence is shared by its shards) is cleaned all the same."""
-    create_table(admin, "cf_hard", "abandon", "id bigint primary key")
-    teardown_feed(dbt, "cf_hard", "abandon")
-    setup_feed(dbt, "cf_hard", "abandon", "blocking")
-    row = registry_row(admin, "cf_hard.abandon")
-    assert row is not None
-    session = _q(row["names"]["session"])
-    feed = PostgresFeed("cf_hard.abandon")
+    feed, session = _blocking_feed(dbt, admin, "abandon")
     committed = []
     for i in range(240):
         conn = connect(pg_uri)
@@ -514,13 +497,28 @@ def test_every_shard_keeps_its_session_table_bounded_after_abandoned_writes(
     assert set(counts) == {0, 1, 2, 3} and max(counts.values()) <= 10, counts
     pending = admin.execute(f"select count(*) from {session} where state = 0").fetchone()
     assert pending is not None and pending[0] <= 4, pending  # at most each shard's last write
-    keys = []
-    for shard in range(4):
-        cursor = bytes(16)
-        while page := feed.read_page(admin, shard, cursor, page_size=1000).events:
-            keys.extend(e.key[0] for e in page)
-            cursor = page[-1].ulid
+    keys = [key for shard in range(4) for key in _read_keys(feed, admin, shard)]
     assert sorted(keys) == committed
+
+
+def _blocking_feed(dbt: Any, admin: psycopg.Connection[Any], table: str) -> tuple[Any, str]:
+    """A new blocking feed on cf_hard.<table> (id bigint) and its session table, quoted."""
+    create_table(admin, "cf_hard", table, "id bigint primary key")
+    teardown_feed(dbt, "cf_hard", table)
+    setup_feed(dbt, "cf_hard", table, "blocking")
+    row = registry_row(admin, f"cf_hard.{table}")
+    assert row is not None
+    return PostgresFeed(f"cf_hard.{table}"), _q(row["names"]["session"])
+
+
+def _read_keys(feed: Any, conn: psycopg.Connection[Any], shard: int) -> list[Any]:
+    """The first key column of every event of ``shard``, read page by page."""
+    keys: list[Any] = []
+    cursor = bytes(16)
+    while page := feed.read_page(conn, shard, cursor, page_size=1000).events:
+        keys.extend(e.key[0] for e in page)
+        cursor = page[-1].ulid
+    return keys
 
 
 def test_incidents_keep_the_newest_thousand_per_shard(
