@@ -7,6 +7,7 @@ is started here and stopped at the end (its JVM costs a start of its own)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -57,66 +58,63 @@ def test_land_and_snapshot_on_a_spark_connect_session(
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
     kit.write_blocking(pg_uri, feed, 0, [{"id": i, "v": f"v{i}"} for i in range(20)], ["id"])
     options = kit.options(pg_uri, feed, payload="true")
-    try:
-        server = connect_server(tmp_path)
-        address = server.__enter__()
-    except RuntimeError as exc:
-        unavailable("Spark Connect", str(exc))
-    try:
-        with remote_session(address) as spark:
-            assert is_connect(spark)
-            register(spark)
-            read = spark.read.format("changefeed").options(**options).load()
-            assert kit.rows_of(read, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
-            for fmt, table in TABLES.items():
-                assert land(spark, options, table, table_format=fmt).events == 20, fmt
-            stop = threading.Event()
+    with contextlib.ExitStack() as stack:
+        try:
+            address = stack.enter_context(connect_server(tmp_path))
+        except RuntimeError as exc:
+            unavailable("Spark Connect", str(exc))
+        spark = stack.enter_context(remote_session(address))
+        assert is_connect(spark)
+        register(spark)
+        read = spark.read.format("changefeed").options(**options).load()
+        assert kit.rows_of(read, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
+        for fmt, table in TABLES.items():
+            assert land(spark, options, table, table_format=fmt).events == 20, fmt
+        stop = threading.Event()
 
-            def writer() -> None:
-                key = 100
-                while not stop.is_set():
-                    kit.write_blocking(pg_uri, feed, 0, [{"id": key, "v": "w"}, {"id": key % 20,
-                                       "v": f"u{key}"}], ["id"])  # fmt: skip
-                    key += 1
+        def writer() -> None:
+            key = 100
+            while not stop.is_set():
+                kit.write_blocking(pg_uri, feed, 0, [{"id": key, "v": "w"}, {"id": key % 20,
+                                   "v": f"u{key}"}], ["id"])  # fmt: skip
+                key += 1
 
-            thread = threading.Thread(target=writer)
-            thread.start()
-            try:
-                for fmt, table in TABLES.items():
-                    # a request is executed by the first landing that lands it: one each
-                    dbt.run_operation("changefeed.request_snapshot", {"relation": feed},
-                                      target="postgres")  # fmt: skip
-                    landing = Landing(spark, options, table)
-                    try:
-                        assert landing.run().snapshots, fmt  # the snapshot, under writes
-                        landing.run()  # warm
-                    finally:
-                        landing.close()
-            finally:
-                stop.set()
-                thread.join(60)
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
             for fmt, table in TABLES.items():
-                land(spark, options, table)  # everything written so far
-                rows = spark.table(table).collect()
-                live = sorted((r.shard_id, bytes(r.ulid), r.id) for r in rows
-                              if r.changefeed_operation != "snapshot")  # fmt: skip
-                assert live == kit.feed_rows(pg_uri, feed), fmt
-                assert newest(rows) == _source(pg_uri, feed), fmt
-            # `changefeed land` on the same server, by SPARK_REMOTE (--spark existing)
-            table = "connect_tests.t_cli"
-            env = {**os.environ, "SPARK_REMOTE": address}
-            env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-            command = [sys.executable, "-m", "changefeed.cli", "land", "--connection", pg_uri,
-                       "--feed", feed, "--table", table, "--payload",
-                       "--spark", "existing"]  # fmt: skip
-            landed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-            assert landed.returncode == 0, landed.stderr[-3000:]
+                # a request is executed by the first landing that lands it: one each
+                dbt.run_operation("changefeed.request_snapshot", {"relation": feed},
+                                  target="postgres")  # fmt: skip
+                landing = Landing(spark, options, table)
+                try:
+                    assert landing.run().snapshots, fmt  # the snapshot, under writes
+                    landing.run()  # warm
+                finally:
+                    landing.close()
+        finally:
+            stop.set()
+            thread.join(60)
+        for fmt, table in TABLES.items():
+            land(spark, options, table)  # everything written so far
             rows = spark.table(table).collect()
-            assert sorted((r.shard_id, bytes(r.ulid), r.id) for r in rows) == kit.feed_rows(
-                pg_uri, feed
-            )
-    finally:
-        server.__exit__(None, None, None)
+            live = sorted((r.shard_id, bytes(r.ulid), r.id) for r in rows
+                          if r.changefeed_operation != "snapshot")  # fmt: skip
+            assert live == kit.feed_rows(pg_uri, feed), fmt
+            assert newest(rows) == _source(pg_uri, feed), fmt
+        # `changefeed land` on the same server, by SPARK_REMOTE (--spark existing)
+        table = "connect_tests.t_cli"
+        env = {**os.environ, "SPARK_REMOTE": address}
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        command = [sys.executable, "-m", "changefeed.cli", "land", "--connection", pg_uri,
+                   "--feed", feed, "--table", table, "--payload",
+                   "--spark", "existing"]  # fmt: skip
+        landed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert landed.returncode == 0, landed.stderr[-3000:]
+        rows = spark.table(table).collect()
+        assert sorted((r.shard_id, bytes(r.ulid), r.id) for r in rows) == kit.feed_rows(
+            pg_uri, feed
+        )
 
 
 def _source(uri: str, feed: str) -> dict[int, dict[str, Any]]:

@@ -112,9 +112,27 @@ def payload_type(schema: Any) -> Any:
     return None
 
 
-def without_payload(schema: Any) -> list[tuple[str, str]]:
-    return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields
-            if f.name.lower() != PAYLOAD]  # fmt: skip
+def stored_type(data_type: Any, fmt: str) -> Any:
+    """The type a table of format ``fmt`` holds a column of ``data_type`` as, which is what
+    Spark reads back: Iceberg has no ``tinyint`` or ``smallint`` and stores them as
+    ``int``; ``char(n)`` and ``varchar(n)`` are ``string`` in every format. Spark's write
+    casts the feed's values to the table's wider type."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        fields = data_type.fields
+        return T.StructType([T.StructField(f.name, stored_type(f.dataType, fmt), f.nullable)
+                             for f in fields])  # fmt: skip
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(stored_type(data_type.elementType, fmt), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        key, value = stored_type(data_type.keyType, fmt), stored_type(data_type.valueType, fmt)
+        return T.MapType(key, value, data_type.valueContainsNull)
+    if isinstance(data_type, T.CharType | T.VarcharType):
+        return T.StringType()
+    if fmt == "iceberg" and isinstance(data_type, T.ByteType | T.ShortType):
+        return T.IntegerType()
+    return data_type
 
 
 def plan(
@@ -123,11 +141,10 @@ def plan(
     fmt: str,
     properties: Mapping[str, str],
     numbers: Mapping[str, int] | None,
-    stored: Any,
 ) -> tuple[Evolution, list[str]]:
     """What the table changes to follow ``source_payload`` (the source's payload struct
     now), and what stops it (a rename, a narrowing, another type change; empty when it
-    can follow). ``stored(type, fmt)`` is the type the format stores a type as."""
+    can follow)."""
     before = {f.name.lower(): f for f in table_payload.fields}
     now = {f.name.lower(): f for f in source_payload.fields}
     gone = dropped_columns(schema_versions(properties))
@@ -137,7 +154,7 @@ def plan(
     returning: list[str] = []
     widened: list[tuple[str, Any, Any]] = []
     for name, field in now.items():
-        new_type = stored(field.dataType, fmt)
+        new_type = stored_type(field.dataType, fmt)
         if name not in before:
             added.append((field.name, new_type))
             continue
@@ -276,14 +293,14 @@ def _add_columns(
         ) from None
 
 
-def same_shape(table_payload: Any, source_payload: Any, fmt: str, stored: Any) -> bool:
+def same_shape(table_payload: Any, source_payload: Any, fmt: str) -> bool:
     """Whether a batch read with the source's payload lands into the table as it is (the
     same names in the same order, each of the type the table stores it as)."""
     if len(table_payload.fields) != len(source_payload.fields):
         return False
     return all(
         a.name.lower() == b.name.lower()
-        and a.dataType.simpleString() == stored(b.dataType, fmt).simpleString()
+        and a.dataType.simpleString() == stored_type(b.dataType, fmt).simpleString()
         for a, b in zip(table_payload.fields, source_payload.fields, strict=True)
     )
 

@@ -29,6 +29,7 @@ its committed head), so the batch is written in one pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -45,9 +46,8 @@ from changefeed.spark.feedtable import (
     quote,
     source_numbers,
     sql_string,
-    table_properties,
 )
-from changefeed.spark.landing._evolution import PAYLOAD, Evolution, payload_type, plan
+from changefeed.spark.landing._evolution import PAYLOAD, Evolution, payload_type, plan, stored_type
 from changefeed.spark.source import ChangefeedSourceError
 
 RESERVED = RESERVED_COLUMNS
@@ -66,11 +66,8 @@ class FeedIdentity:
     feed: str
     source: str
 
-    def properties_sql(self) -> str:
-        return (
-            f"'{FEED_PROPERTY}' = '{sql_string(self.feed)}', "
-            f"'{SOURCE_PROPERTY}' = '{sql_string(self.source)}'"
-        )
+    def properties(self) -> dict[str, str]:
+        return {FEED_PROPERTY: self.feed, SOURCE_PROPERTY: self.source}
 
 
 def parse_table(spark: Any, name: str) -> TableName:
@@ -154,29 +151,6 @@ def check_partition_management(spark: Any) -> None:
         )
 
 
-def stored_type(data_type: Any, fmt: str) -> Any:
-    """The type a table of format ``fmt`` holds a column of ``data_type`` as, which is what
-    Spark reads back: Iceberg has no ``tinyint`` or ``smallint`` and stores them as
-    ``int``; ``char(n)`` and ``varchar(n)`` are ``string`` in every format. Spark's write
-    casts the feed's values to the table's wider type."""
-    from pyspark.sql import types as T
-
-    if isinstance(data_type, T.StructType):
-        fields = data_type.fields
-        return T.StructType([T.StructField(f.name, stored_type(f.dataType, fmt), f.nullable)
-                             for f in fields])  # fmt: skip
-    if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(stored_type(data_type.elementType, fmt), data_type.containsNull)
-    if isinstance(data_type, T.MapType):
-        key, value = stored_type(data_type.keyType, fmt), stored_type(data_type.valueType, fmt)
-        return T.MapType(key, value, data_type.valueContainsNull)
-    if isinstance(data_type, T.CharType | T.VarcharType):
-        return T.StringType()
-    if fmt == "iceberg" and isinstance(data_type, T.ByteType | T.ShortType):
-        return T.IntegerType()
-    return data_type
-
-
 @dataclass(frozen=True)
 class TableCheck:
     """An existing landed table as :func:`check_table` found it: whether it has the
@@ -194,6 +168,7 @@ def check_table(
     table: TableName,
     expected: Any,
     fmt: str,
+    properties: dict[str, str],
     feed: str | None = None,
     numbers: dict[str, int] | None = None,
 ) -> TableCheck:
@@ -202,7 +177,8 @@ def check_table(
     source's columns (:mod:`._evolution`: added, dropped, widened where the format can);
     any other difference (the key, payload on or off, a rename, a narrowing) is refused
     before anything is written, naming each change and the way on: a new table, filled
-    by a snapshot. ``numbers``: the source's column numbers (tells a rename).
+    by a snapshot. ``properties``: the table's (:func:`table_properties`, read once by the
+    caller); ``numbers``: the source's column numbers (tells a rename).
 
     A table landed before the operation column existed has the same columns without it,
     and is landed on in its own shape."""
@@ -219,10 +195,9 @@ def check_table(
     same_frame = [c for c in got if c[0] != PAYLOAD] == [c for c in want if c[0] != PAYLOAD]
     if not same_frame or (old_payload is None) != (new_payload is None):
         _refuse(table, feed, schema_changes(actual, expected, fmt))
-    properties = table_properties(spark, table.sql)
     evolution = None
     if old_payload is not None:
-        evolution, refusals = plan(old_payload, new_payload, fmt, properties, numbers, stored_type)
+        evolution, refusals = plan(old_payload, new_payload, fmt, properties, numbers)
         if refusals:
             _refuse(table, feed, refusals)
         if not evolution.changes and (numbers is None or numbers == source_numbers(properties)):
@@ -310,12 +285,11 @@ def _listed(columns: list[tuple[str, str]]) -> str:
     return ", ".join(f"{n} {t}" for n, t in columns) or "none"
 
 
-def check_identity(spark: Any, table: TableName, identity: FeedIdentity) -> bool:
-    """Refuse a table that holds another feed (or the same feed of another database);
-    return whether it records no feed yet (landed before the identity was recorded, or
-    created by hand), which :func:`record_identity` then records."""
-    properties = {str(r[0]): str(r[1]) for r in spark.sql(f"show tblproperties {table.sql}")
-                  .collect()}  # fmt: skip
+def check_identity(properties: Mapping[str, str], table: TableName, identity: FeedIdentity) -> bool:
+    """Refuse a table whose ``properties`` (:func:`table_properties`) say it holds another
+    feed (or the same feed of another database); return whether it records no feed yet
+    (landed before the identity was recorded, or created by hand), which
+    :func:`record_identity` then records."""
     feed, source = properties.get(FEED_PROPERTY), properties.get(SOURCE_PROPERTY)
     if feed is None and source is None:
         return True
@@ -336,7 +310,9 @@ def check_identity(spark: Any, table: TableName, identity: FeedIdentity) -> bool
 
 
 def record_identity(spark: Any, table: TableName, identity: FeedIdentity) -> None:
-    spark.sql(f"alter table {table.sql} set tblproperties ({identity.properties_sql()})")
+    spark.sql(
+        f"alter table {table.sql} set tblproperties ({properties_sql(identity.properties())})"
+    )
 
 
 def create_table(
@@ -355,10 +331,10 @@ def create_table(
     if table.in_session_catalog:
         FeedTable(spark, table).clear_orphan_location()
     columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
-    numbers_sql = f", {properties_sql(numbers_properties(numbers))}" if numbers else ""
+    properties = {**identity.properties(), **(numbers_properties(numbers) if numbers else {})}
     spark.sql(
         f"create table {table.sql} ({columns}) using {fmt} partitioned by ({BATCH_COLUMN}) "
-        f"tblproperties ({identity.properties_sql()}{numbers_sql})"
+        f"tblproperties ({properties_sql(properties)})"
     )
 
 

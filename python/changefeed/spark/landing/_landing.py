@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.feedtable import FeedTable, with_operation, with_operation_arrow
+from changefeed.spark.feedtable import (
+    FeedTable,
+    table_properties,
+    with_operation,
+    with_operation_arrow,
+)
 from changefeed.spark.landing import (
     _format,
     _parquet_files,
@@ -310,9 +315,10 @@ class Landing:
         """An existing table's format, whether it records no feed yet, and what
         :func:`._format.check_table` found (nothing is changed here)."""
         fmt = _format.choose_format(self.spark, self.table, self.table_format, exists=True)
-        unrecorded = _format.check_identity(self.spark, self.table, self._feed_identity(backend))
+        properties = table_properties(self.spark, self.table.sql)
+        unrecorded = _format.check_identity(properties, self.table, self._feed_identity(backend))
         check = _format.check_table(
-            self.spark, self.table, schema, fmt, self.options.feed, _numbers(info)
+            self.spark, self.table, schema, fmt, properties, self.options.feed, _numbers(info)
         )
         return fmt, unrecorded, check
 
@@ -506,7 +512,7 @@ def _payload_shape(table_schema: Any, source_schema: Any, fmt: str) -> Any:
     table_payload, source_payload = payload_type(table_schema), payload_type(source_schema)
     if table_payload is None or source_payload is None:
         return None
-    if same_shape(table_payload, source_payload, fmt, _format.stored_type):
+    if same_shape(table_payload, source_payload, fmt):
         return None
     return table_payload
 
