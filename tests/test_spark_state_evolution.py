@@ -2,9 +2,10 @@
 change"): a PostgreSQL source gains a column and widens another between two landings; the
 landed (Delta) table follows it, and current-state and history models on parquet, Delta
 and Iceberg take it on their next run, with no full refresh: a model selecting the whole
-``payload`` gets the struct's new field (Delta, Iceberg), one selecting the field as a
-column of its own gets the column (every format). A parquet model selecting the whole
-``payload`` stops, naming the fixes. Every model equals the source after each run.
+``payload`` gets the struct's new field and the wider type (parquet by re-declaring its
+table, protocol 11.12), one selecting the field as a column of its own gets the column.
+A re-declare killed at either step is finished by the next run. Every model equals the
+source after each run.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ FEED_REF = "api.Relation.create(schema='spark_catalog." + SOURCE + "', identifie
 MODELS = {
     "current_parquet": ("changefeed_current_state", "file_format='parquet'", False),
     "current_layers": ("changefeed_current_state",
-                       "file_format='parquet', parquet_layout='layers'", False),
+                       "file_format='parquet', parquet_layout='layers'", True),
     "current_delta": ("changefeed_current_state", "file_format='delta'", True),
     "current_iceberg": ("changefeed_current_state", "file_format='iceberg'", True),
-    "history_parquet": ("changefeed_history", "file_format='parquet'", False),
+    "history_parquet": ("changefeed_history", "file_format='parquet'", True),
     "history_delta": ("changefeed_history", "file_format='delta'", True),
     "history_iceberg": ("changefeed_history", "file_format='iceberg'", True),
 }  # fmt: skip
@@ -44,8 +45,7 @@ select e.shard_id, e.ulid, e.id, {columns}, e.payload is null as gone, e.changef
     e.changefeed_feed_batch
 from {{{{ changefeed.feed_events({feed}, this) }}}} as e
 """
-#: the flattened models' columns before and after the source gained `note` (not `n`, which
-#: the source widens, and a parquet state cannot widen a column in place)
+#: the flattened models' columns before and after the source gained `note`
 FLAT = "e.payload.status as status"
 FLAT_NOTE = FLAT + ", e.payload.note as note"
 #: a struct the model builds, before and after it gained a field
@@ -154,22 +154,36 @@ def test_state_models_take_a_source_column_added_and_widened_without_a_full_refr
         ("note", "string"),
     ]
 
+    # A column the state holds and the select no longer returns: refused, nothing written.
+    write_model(path, "current_parquet", "e.payload.note as note")
+    harness.reparse("spark")
+    with pytest.raises(DbtError) as refused:
+        run_all(spark, harnesses, "--select", "current_parquet")
+    assert ("its state cf_evo.current_parquet holds the column status, which the select no "
+            "longer returns") in str(refused.value), refused.value  # fmt: skip
+    assert model_rows(spark, "current_parquet", False) == {
+        k: shown(v, False) for k, v in before.items()
+    }
+
     # The flattened models select the new column; the others' select is unchanged.
     for name, (_, _, whole) in MODELS.items():
         if not whole:
             write_model(path, name, FLAT_NOTE)
     write_model(path, "current_parquet_struct", STRUCT_NOTE)
     harness.reparse("spark")
-    for model, message in (
-        ("current_parquet_whole", "the select's `payload`.`n` is bigint, its state's "
-         "(cf_evo.current_parquet_whole) int: a parquet state cannot widen a column's type"),
-        ("current_parquet_struct", "the select's `info` has the new field note, which a "
-         "parquet state cannot add to its struct in place"),
-    ):  # fmt: skip
-        with pytest.raises(DbtError) as refused:
-            run_all(spark, harnesses, "--select", model)
-        assert message in str(refused.value), refused.value
-    run_all(spark, harnesses, "--exclude", "current_parquet_whole", "current_parquet_struct")
+    # Two parquet re-declares killed: one after its copy (before the drop), one after the
+    # drop (before the rename); the run finishes each (R1).
+    state = f"spark_catalog.{SCHEMA}"
+    spark.sql(f"create table {state}.current_parquet_whole__changefeed_evolved using parquet "
+              f"partitioned by (changefeed_bucket) as select * from {state}.current_parquet_whole "
+              "where false")  # fmt: skip
+    spark.sql(
+        f"create table {state}.current_parquet_struct__changefeed_evolved using parquet "
+        f"partitioned by (changefeed_bucket) as select * from {state}.current_parquet_struct"
+    )
+    spark.sql(f"drop table {state}.current_parquet_struct")
+    run_all(spark, harnesses)
+    assert not spark.sql(f"show tables in {state} like '*__changefeed_evolved'").collect()
 
     source = source_rows(pg_uri, feed)
     assert set(source) == {1, 2, 4}
@@ -177,16 +191,24 @@ def test_state_models_take_a_source_column_added_and_widened_without_a_full_refr
         rows = model_rows(spark, name, materialization == "changefeed_history")
         # key 1 has note null: no event since it was added
         assert rows == {k: shown(v, whole) for k, v in source.items()}, name
+    assert model_rows(spark, "current_parquet_whole", False) == source
+    whole = spark.table(f"{state}.current_parquet_whole").schema["payload"].dataType
+    assert [(f.name, f.dataType.simpleString()) for f in whole.fields] == [
+        ("id", "bigint"), ("status", "string"), ("n", "bigint"), ("note", "string"),
+    ]  # fmt: skip
+    infos = {
+        row.id: row.info.asDict()
+        for row in spark.sql(
+            f"select id, info from {state}.current_parquet_struct where not changefeed_deleted"
+        ).collect()
+    }
+    assert infos == {1: {"status": "new", "note": None}, 2: {"status": "paid", "note": "two"},
+                     4: {"status": "new", "note": "four"}}  # fmt: skip
     for name in ("history_parquet", "history_delta", "history_iceberg"):
         every = versions(spark, name)
-        n = (2, 3_000_000_000) if name != "history_parquet" else (None, None)
-        assert [(v["status"], v.get("n"), v["note"], v["operation"]) for v in every[2]] == [
-            ("new", n[0], None, "insert"),
-            ("paid", n[1], "two", "update"),
+        assert [(v["status"], v["n"], v["note"], v["operation"]) for v in every[2]] == [
+            ("new", 2, None, "insert"),
+            ("paid", 3_000_000_000, "two", "update"),
         ], name
         assert [v["deleted"] for v in every[3]] == [False, True], name
         assert [(v["note"], v["operation"]) for v in every[4]] == [("four", "insert")], name
-
-    # The parquet model that selects the whole payload takes it with a full refresh.
-    harness.invoke(["run", "--select", "current_parquet_whole", "--full-refresh"], "spark")
-    assert model_rows(spark, "current_parquet_whole", False) == source

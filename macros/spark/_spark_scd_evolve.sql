@@ -1,20 +1,23 @@
 {#-
   A state model's tables follow its select's columns (docs/spark.md "When the source's
-  columns change"; docs/protocol.md 11.11): before a run applies its window, every table
+  columns change"; docs/protocol.md 11.12): before a run applies its window, every table
   that holds the state (the state, a layers table, a repeats table) gets the select's new
-  columns, and the new fields of its struct columns, and its widened types, in place.
-  Older rows read them as null. Anything else (a column no longer selected, a narrowing,
-  another type change) fails the run before any write, naming the change and the fix.
+  columns, and the new fields of its struct columns, and its widened types. Older rows
+  read them as null. Anything else (a column no longer selected, a narrowing, another
+  type change) fails the run before any write, naming the change and the fix.
 
-  What each format can do in place:
-    delta, iceberg   a column added (after the select's column before it), a struct's field
-                     added (at the struct's end), a type widened (Delta: type widening;
-                     Iceberg: its type promotion; the same rules as a landed table's)
-    parquet          a column added (after the table's other columns: the partition
-                     switch writes by name); no struct field and no type change (Spark's
-                     SQL cannot alter them on a parquet table): such a run fails naming
-                     the fixes
+  How each format takes them:
+    delta, iceberg   in place: a column added (after the select's column before it), a
+                     struct's field added (at the struct's end), a type widened (Delta:
+                     type widening; Iceberg: its type promotion; the same rules as a
+                     landed table's)
+    parquet          a column added in place (after the table's other columns: the
+                     partition switch writes by name); a struct's new field or a widened
+                     type by re-declaring the table (_spark_scd_redeclare.sql: a copy of
+                     the state with the new schema takes its name), as Spark's SQL alters
+                     no struct field and no type of a parquet table
 -#}
+{#- Returns the relations it changed. -#}
 {% macro _spark_scd_follow_select(materialization, relations, staged, file_format) %}
   {%- set wanted = [] -%}
   {%- for name, type in changefeed._spark_scd_described(staged) -%}
@@ -22,6 +25,7 @@
   {%- endfor -%}
   {%- set own = changefeed._spark_scd_added_columns(materialization) + ['changefeed_layer'] -%}
   {%- set who = "changefeed: model '" ~ model.name ~ "' (materialized='" ~ materialization ~ "')" -%}
+  {%- set changed = [] -%}
   {%- for relation in relations -%}
     {%- set have = changefeed._spark_scd_described(relation) -%}
     {%- set held = {} -%}
@@ -36,7 +40,7 @@
           ~ " landed table keeps it, null from then on), or rebuild the model with dbt run"
           ~ " --full-refresh") }}
     {%- endfor -%}
-    {%- set changes = namespace(added=[], widened=[]) -%}
+    {%- set changes = namespace(added=[], widened=[], redeclare=false) -%}
     {%- for name, type in wanted -%}
       {%- if name not in held -%}
         {%- set before = none if loop.first else wanted[loop.index0 - 1][0] -%}
@@ -46,8 +50,16 @@
             file_format, changes) -%}
       {%- endif -%}
     {%- endfor -%}
-    {%- do changefeed._spark_scd_alter_columns(relation, file_format, changes) -%}
+    {%- if changes.redeclare -%}
+      {%- do changefeed._spark_scd_redeclare(relation, wanted) -%}
+    {%- else -%}
+      {%- do changefeed._spark_scd_alter_columns(relation, file_format, changes) -%}
+    {%- endif -%}
+    {%- if changes.redeclare or changes.added or changes.widened -%}
+      {%- do changed.append(relation) -%}
+    {%- endif -%}
   {%- endfor -%}
+  {{ return(changed) }}
 {% endmacro %}
 
 
@@ -85,12 +97,7 @@
     {%- for name, type in new_fields -%}
       {%- if loop.index0 >= old_names | length -%}
         {%- if file_format == 'parquet' -%}
-          {{ exceptions.raise_compiler_error(
-              who ~ ": the select's " ~ path ~ " has the new field " ~ name ~ ", which a parquet state"
-              ~ " cannot add to its struct in place (Spark's SQL alters no struct of a parquet table);"
-              ~ " select the field as a column of its own (e.g. e." ~ path ~ "." ~ name ~ " as " ~ name
-              ~ "), which a parquet state adds, or rebuild the model with dbt run --full-refresh, or"
-              ~ " build it as file_format='delta' or 'iceberg', which add it") }}
+          {%- set changes.redeclare = true -%}
         {%- endif -%}
         {%- do changes.added.append((path ~ '.' ~ adapter.quote(name), type, none, false)) -%}
       {%- elif old_fields[loop.index0][1] != type -%}
@@ -100,11 +107,14 @@
     {%- endfor -%}
   {%- elif changefeed._spark_widens(old, new, file_format) -%}
     {%- do changes.widened.append((path, new)) -%}
-  {%- elif changefeed._spark_widens(old, new, 'delta') or changefeed._spark_widens(old, new, 'iceberg') -%}
+  {%- elif file_format == 'parquet' and changefeed._spark_widens(old, new, 'delta') -%}
+    {#-- every value of `old` is one of `new`: a copy casts it --#}
+    {%- set changes.redeclare = true -%}
+  {%- elif changefeed._spark_widens(old, new, 'delta') -%}
     {{ exceptions.raise_compiler_error(
         who ~ ": the select's " ~ path ~ " is " ~ new ~ ", its state's (" ~ relation ~ ") " ~ old
-        ~ ": a " ~ file_format ~ " state cannot widen a column's type in place (delta and iceberg"
-        ~ " can);" ~ fix) }}
+        ~ ": an " ~ file_format ~ " state cannot change a decimal's scale in place (Iceberg's type"
+        ~ " promotion keeps it);" ~ fix) }}
   {%- else -%}
     {{ exceptions.raise_compiler_error(
         who ~ ": the select's " ~ path ~ " is " ~ new ~ ", its state's (" ~ relation ~ ") " ~ old

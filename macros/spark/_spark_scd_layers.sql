@@ -87,6 +87,19 @@ left anti join {{ layers }} as changefeed_base
 {% endmacro %}
 
 
+{#- The base layer the view over `target`'s layers resolves from, read from its text (the
+    view's select above names it once). -#}
+{% macro _spark_scd_layers_base(target) %}
+  {%- set text = changefeed._spark_described(target, 'view text') or '' -%}
+  {%- set found = modules.re.search('changefeed_base\\.changefeed_layer = (\\d+)', text) -%}
+  {%- if found is none -%}
+    {{ exceptions.raise_compiler_error("changefeed: could not read the base layer of the view " ~ target
+        ~ " (not the view this materialization creates?); rebuild the model with dbt run --full-refresh") }}
+  {%- endif -%}
+  {{ return(found.group(1) | int) }}
+{% endmacro %}
+
+
 {#- A run's apply: `new_rows` (the window's rows, state columns) as a new layer, or, when
     the state would then hold more than `max_layers` layers or `replaced` is given (a
     select of the whole new state: re-processing), the whole state as the new layer

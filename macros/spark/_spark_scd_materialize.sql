@@ -30,6 +30,10 @@
     {%- do changefeed._spark_scd_check_views(materialization) -%}
   {%- endif -%}
   {%- set state_name = changefeed._spark_scd_removed_state() -%}
+  {%- set holders = [changefeed._spark_scd_layers_relation(target) if layered else target,
+                     changefeed._spark_scd_repeats_relation(target)] -%}
+  {#-- a parquet re-declare a killed run left half done is finished first (E2) --#}
+  {%- set recovered = changefeed._spark_scd_finish_redeclare(holders) if file_format == 'parquet' else [] -%}
   {%- set built = changefeed._spark_scd_built_shape(state_name) -%}
   {%- if not full_refresh -%}
     {%- do changefeed._spark_scd_check_shape(changefeed._spark_scd_wanted_shape(rules), built) -%}
@@ -60,13 +64,17 @@
   {%- do changefeed._spark_scd_check_columns(materialization, columns, rules.key_columns) -%}
   {#-- the state's tables take the select's new columns and types (_spark_scd_evolve.sql) --#}
   {%- if built is not none and not full_refresh -%}
-    {%- set holders = [changefeed._spark_scd_layers_relation(target) if layered else target] -%}
-    {%- set repeats_table = changefeed._spark_scd_repeats_relation(target) -%}
+    {%- set following = holders[:1] -%}
     {%- if materialization == 'changefeed_history' and 'changefeed_operation' in columns
-          and changefeed._spark_table_listed(repeats_table) -%}
-      {%- do holders.append(repeats_table) -%}
+          and changefeed._spark_table_listed(holders[1]) -%}
+      {%- do following.append(holders[1]) -%}
     {%- endif -%}
-    {%- do changefeed._spark_scd_follow_select(materialization, holders, staged, file_format) -%}
+    {%- set changed = changefeed._spark_scd_follow_select(materialization, following, staged, file_format) -%}
+    {%- if layered and (changed or recovered) -%}
+      {#-- a view keeps the column types it was created with: it is pointed again, at its base --#}
+      {%- do changefeed._spark_scd_layers_point_view(target, columns, rules.key_columns,
+          changefeed._spark_scd_layers_base(target)) -%}
+    {%- endif -%}
   {%- endif -%}
   {%- set delete_when = rules.delete_when -%}
   {%- if delete_when is none and 'payload' in columns -%}
