@@ -997,7 +997,7 @@ def test_readers_at_the_head_fail_when_the_capture_is_lost(
     assert f"object_id(N'{q}', N'P') is null\n    set @action = N'updated';" in repair
     assert (
         "isnull(charindex(concat(N'@recorded int = ', object_id(N'[shop].[order_lines]', N'U'),"
-        f" N','),\n        object_definition(object_id(N'{q}', N'P'))), 0) = 0)" in repair
+        f" N','),\n        object_definition(object_id(N'{q}', N'P'))), 0) = 0\n" in repair
     )
     # capture: none drops it; blocking feeds never call it; teardown drops it
     assert (
@@ -1181,3 +1181,90 @@ def test_a_setup_that_would_drop_capture_unsaid_is_refused(dbt: Any) -> None:
     said = _render_setup(dbt, {**unsaid, "stated": ["capture", "mode"]})
     kept = _render_setup(dbt, matrix.spec("shop", "items", "outbox", matrix.INT_KEY, shard="0"))
     assert "51073" not in said and "51073" not in kept
+
+
+def _recapture(sql: str) -> tuple[str, str]:
+    """The statement that creates the DDL trigger recapture, and the trigger's text as the
+    statement holds it (before setup puts the capture trigger's text in)."""
+    body = _body(sql, "declare @key_columns nvarchar(max), @ddl nvarchar(max), @recapture")
+    start = "N'create or alter trigger [recapture:"
+    (template,) = [string_value(t.text) for t in tokens(body)
+                   if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
+    return body, template
+
+
+def test_a_re_created_source_is_captured_by_a_ddl_trigger(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Protocol 5.1 on SQL Server: the database DDL trigger recapture (PostgreSQL's event
+    trigger) fires on CREATE_TABLE and RENAME; when the statement made a table the source
+    and that table lacks the capture trigger, it creates the trigger from the very text setup
+    creates and records the table's object_id in capture_check, in the statement's
+    transaction; a table that arrives with rows is refused (51074, CaptureLost). Setup and
+    upgrade create it where the user may, capture: none drops it, teardown drops it first."""
+    name = "[recapture:changefeed.shop.order_lines]"
+    for section in ("setup", "upgrade"):
+        body, template = _recapture(rendered["outbox_trigger"][section])
+        assert all_problems(body, f"outbox_trigger/{section}: recapture") == []
+        assert template.startswith(
+            f"create or alter trigger {name}\non database\nwith execute as 'dbo'\n"
+            "for create_table, rename\nas\n"
+        )
+        # as setup fills it in: the capture trigger's text where the placeholder is
+        capture_start = "N'create or alter trigger [shop].[capture:"
+        (capture_text,) = [string_value(t.text) for t in tokens(body)
+                           if t.kind == "string" and t.text.startswith(capture_start)]  # fmt: skip
+        placeholder = "N'changefeed: the capture trigger at setup'"
+        filled = template.replace(placeholder, "N'" + capture_text.replace("'", "''") + "'")
+        assert filled != template
+        assert all_problems(filled, f"outbox_trigger/{section}: recapture text") == []
+        # only a statement whose table is now the source, and that lacks its trigger
+        checks = template[template.index("declare @source") : template.index("throw 51074")]
+        assert (
+            "object_id(N'[shop].[order_lines]', N'U');\n    if @source is null\n        return;"
+            in checks
+        )
+        for field in ("ObjectType", "SchemaName", "NewObjectName", "ObjectName"):
+            assert f"(/EVENT_INSTANCE/{field})[1]" in checks
+        assert "N'U'), 0) <> @source" in checks
+        assert (
+            "where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR')"
+            " and t.parent_id = @source)\n        return;" in checks
+        )
+        assert "if exists (select 1 from [shop].[order_lines])\n        throw 51074" in template
+        assert "would hold rows that no event records" in template
+        # the capture trigger: setup's own text, put in where the placeholder is
+        after = template[template.index("throw 51074") :]
+        assert "exec sp_executesql N'changefeed: the capture trigger at setup';" in after
+        assert (
+            "set @recapture = replace(N'create or alter trigger [recapture:" in body
+            and "N'N''changefeed: the capture trigger at setup''',\n"
+            "    concat(N'N''', replace(@ddl, N'''', N''''''), N''''));"
+            in body
+        )
+        capture = body[: body.index("set @recapture")]
+        assert "set @ddl = replace(N'create or alter trigger [shop].[capture:" in capture
+        # capture_check records the new table's object_id
+        assert "replace(N'create or alter procedure [changefeed].[capture_check:" in after
+        assert "N'@recorded int = null,', concat(N'@recorded int = ', @source, N','));" in after
+        # created only by a user who may, and only when it is missing or stale
+        assert (
+            "if has_perms_by_name(null, N'DATABASE', N'ALTER ANY DATABASE DDL TRIGGER') = 1\n"
+            "    and not exists (select 1 from sys.triggers as t where t.parent_class = 0"
+            " and t.name = N'recapture:changefeed.shop.order_lines' and t.is_disabled = 0" in body
+        )
+        assert f"exec sp_executesql @recapture;\n    enable trigger {name} on database;" in body
+    setup = rendered["outbox_trigger"]["setup"]
+    repair = setup[setup.index("-- A feed set up by a package without capture_check") :]
+    repair = repair[: repair.index("set @action = N'repaired';")]
+    assert "t.parent_class = 0 and t.name = N'recapture:changefeed.shop.order_lines'" in repair
+    dropped = "drop trigger [recapture:changefeed.shop.orders] on database"
+    assert dropped in rendered["outbox_int"]["setup"]  # capture: none
+    assert "recapture" not in rendered["blocking_int"]["setup"]
+    teardown = rendered["outbox_trigger"]["teardown"]
+    assert teardown.index(f"drop trigger {name} on database;") < teardown.index(
+        "drop trigger [shop].[capture:"
+    )
+    from changefeed.errors import CaptureLost
+
+    assert 51074 in CaptureLost.sqlserver_errors

@@ -114,6 +114,17 @@
         'sql': schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(check_raw),
         'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ changefeed._sqlserver_quote_name(check_raw))}}) -%}
   {%- endif -%}
+  {#- recapture:<changefeed schema>.<feed>, the database DDL trigger that captures a
+      re-created source table (protocol 5.1; outbox.sql). Database-wide, so no schema in its
+      SQL name (the changefeed schema is in the name, as in the capture trigger's); not
+      registered either: it comes and goes with capture: trigger. `lit` is its bare name,
+      as sys.triggers holds it (object_id() finds no DDL trigger). -#}
+  {%- if mode in [none, 'outbox'] -%}
+    {%- set recapture_raw = changefeed._feed_object_name(trigger_spec, 'recapture', 128, 'utf16') -%}
+    {%- do n.update({'recapture': {'name': recapture_raw, 'class': 'ddl trigger',
+        'sql': changefeed._sqlserver_quote_name(recapture_raw),
+        'lit': changefeed._sqlserver_literal(recapture_raw)}}) -%}
+  {%- endif -%}
   {#- guard:<feed>, the blocking feed table's insert trigger (writer.sql). In the changefeed
       schema with its table; not registered either: it comes and goes with the feed table,
       and setup and upgrade create or alter it every time. -#}

@@ -192,6 +192,32 @@ end;
   {%- set trigger = c.capture_trigger -%}
   {%- set lit = changefeed._sqlserver_literal -%}
   {%- if c.capture == 'trigger' -%}
+    {%- set sql = changefeed._sqlserver_capture_ddl(c) -%}
+    {#- The same text, enabled: nothing to do, and no schema lock on the source table. -#}
+    {%- set unchanged -%}
+exists (
+    select 1 from sys.triggers as t
+    where t.object_id = object_id({{ trigger.lit }}, N'TR') and t.is_disabled = 0
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), @ddl))
+    {%- endset -%}
+    {#- An ALTER of a disabled trigger would leave it disabled: capture needs it firing. -#}
+    {#- In an sp_executesql of its own, with its own variables. -#}
+    {{ return([changefeed._sqlserver_exec('declare @key_columns nvarchar(max), @ddl nvarchar(max);\n' ~ sql ~ '\n'
+        ~ changefeed._sqlserver_source_ddl(c, unchanged, none, 'enable trigger ' ~ trigger.sql ~ ' on ' ~ c.source_sql ~ ';'))]) }}
+  {%- elif c.mode == 'outbox' -%}
+    {{ return([changefeed._sqlserver_source_ddl(c, 'object_id(' ~ trigger.lit ~ ', N\'TR\') is null', 'drop trigger ' ~ trigger.sql)]) }}
+  {%- endif -%}
+  {{ return([]) }}
+{% endmacro %}
+
+
+{#- T-SQL that sets @key_columns and @ddl (nvarchar(max), declared by the caller) to the
+    capture trigger's text as setup creates it: the key columns as the source has them now
+    are baked into it (the placeholder literal, replaced), so a setup after a change
+    re-creates the trigger. -#}
+{% macro _sqlserver_capture_ddl(c) %}
+  {%- set trigger = c.capture_trigger -%}
+  {%- set lit = changefeed._sqlserver_literal -%}
     {%- set placeholder = 'changefeed: the key columns at setup' -%}
     {%- set ddl -%}
 create or alter trigger {{ trigger.sql }} on {{ c.source_sql }}
@@ -217,28 +243,88 @@ begin
 end
     {%- endset -%}
     {%- set ddl = ddl | trim -%}
-    {#- The key columns as the source has them now are baked into the trigger's text (the
-        placeholder literal, replaced), so a setup after a change re-creates the trigger. -#}
     {%- set sql -%}
 set @key_columns = {{ changefeed._sqlserver_capture_key_columns(c, 'object_id(' ~ c.source_lit ~ ', N\'U\')') }};
 set @ddl = replace({{ lit(ddl) }}, {{ lit(lit(placeholder)) }},
     concat(N'N''', replace(@key_columns, N'''', N''''''), N''''));
     {%- endset -%}
-    {#- The same text, enabled: nothing to do, and no schema lock on the source table. -#}
-    {%- set unchanged -%}
-exists (
-    select 1 from sys.triggers as t
-    where t.object_id = object_id({{ trigger.lit }}, N'TR') and t.is_disabled = 0
-        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), @ddl))
-    {%- endset -%}
-    {#- An ALTER of a disabled trigger would leave it disabled: capture needs it firing. -#}
-    {#- In an sp_executesql of its own, with its own variables. -#}
-    {{ return([changefeed._sqlserver_exec('declare @key_columns nvarchar(max), @ddl nvarchar(max);\n' ~ sql ~ '\n'
-        ~ changefeed._sqlserver_source_ddl(c, unchanged, none, 'enable trigger ' ~ trigger.sql ~ ' on ' ~ c.source_sql ~ ';'))]) }}
-  {%- elif c.mode == 'outbox' -%}
-    {{ return([changefeed._sqlserver_source_ddl(c, 'object_id(' ~ trigger.lit ~ ', N\'TR\') is null', 'drop trigger ' ~ trigger.sql)]) }}
+  {{ return(sql) }}
+{% endmacro %}
+
+
+
+{#-
+  [recapture:<changefeed schema>.<feed>] (capture: trigger; protocol 5.1): a database DDL
+  trigger, as PostgreSQL's event trigger, on CREATE_TABLE and RENAME. When the statement
+  created the source table, or renamed a table into its place, and that table lacks the
+  capture trigger, it creates the trigger and records the table's object_id in
+  capture_check, in the statement's transaction: no write to a re-created source commits
+  without its event. A table that arrives with rows (renamed into place, or created with
+  them) holds rows no event records, and the statement is refused (51074) and rolled back.
+  Any other statement costs one object_id() lookup (the source gone: nothing to do) or
+  two and one seek in sys.triggers. `with execute as 'dbo'`: it runs as the owner of the
+  changefeed schema (PostgreSQL: security definer), so whoever re-creates the table needs
+  no right on that schema; creating it needs IMPERSONATE on dbo, as capture_check does.
+  It also needs ALTER ANY DATABASE DDL TRIGGER; a setup without that right leaves it out
+  (then a re-created source fails reads with 51068 until setup runs). Created or dropped
+  with the capture trigger.
+-#}
+{% macro _sqlserver_recapture_statements(c) %}
+  {%- if c.mode != 'outbox' -%}
+    {{ return([]) }}
   {%- endif -%}
-  {{ return([]) }}
+  {%- set lit = changefeed._sqlserver_literal -%}
+  {%- set recapture = c.n.recapture -%}
+  {%- set listed = 'exists (select 1 from sys.triggers as t where t.parent_class = 0 and t.name = ' ~ recapture.lit -%}
+  {%- if c.capture == 'trigger' -%}
+    {%- set placeholder = 'changefeed: the capture trigger at setup' -%}
+    {%- set fix = "; create the table empty and insert its rows (each write then has its event), or run dbt run-operation changefeed.teardown_feed and set the feed up again (a dbt model with a feed: never rebuild it, set full_refresh: false)" -%}
+    {%- set ddl -%}
+create or alter trigger {{ recapture.sql }}
+on database
+with execute as 'dbo'
+for create_table, rename
+as
+begin
+    -- changefeed protocol {{ c.version }} (docs/protocol.md 5.1)
+    set nocount on;
+    declare @source int = object_id({{ c.source_lit }}, N'U');
+    if @source is null
+        return;
+    declare @event xml = eventdata();
+    if isnull(@event.value(N'(/EVENT_INSTANCE/ObjectType)[1]', N'nvarchar(128)'), N'') <> N'TABLE'
+        or isnull(object_id(concat(
+            quotename(@event.value(N'(/EVENT_INSTANCE/SchemaName)[1]', N'nvarchar(128)')), N'.',
+            quotename(isnull(@event.value(N'(/EVENT_INSTANCE/NewObjectName)[1]', N'nvarchar(128)'),
+                @event.value(N'(/EVENT_INSTANCE/ObjectName)[1]', N'nvarchar(128)')))), N'U'), 0) <> @source
+        or exists (
+            select 1 from sys.triggers as t
+            where t.object_id = object_id({{ c.capture_trigger.lit }}, N'TR') and t.parent_id = @source)
+        return;
+    if exists (select 1 from {{ c.source_sql }})
+        throw 51074, {{ lit('changefeed: the source table ' ~ c.source_sql ~ ' of the feed ' ~ c.feed_id ~ ' (capture: trigger) would hold rows that no event records: it arrives with rows (renamed into its place, or created with them), so this statement is refused and rolled back' ~ fix) }}, 1;
+    exec sp_executesql {{ lit(placeholder) }};
+    declare @check nvarchar(max) = replace({{ lit(changefeed._sqlserver_routine_capture_check(c)) }},
+        N'@recorded int = null,', concat(N'@recorded int = ', @source, N','));
+    exec sp_executesql @check;
+end
+    {%- endset -%}
+    {%- set sql -%}
+declare @key_columns nvarchar(max), @ddl nvarchar(max), @recapture nvarchar(max);
+{{ changefeed._sqlserver_capture_ddl(c) }}
+set @recapture = replace({{ lit(ddl | trim) }}, {{ lit(lit(placeholder)) }},
+    concat(N'N''', replace(@ddl, N'''', N''''''), N''''));
+if has_perms_by_name(null, N'DATABASE', N'ALTER ANY DATABASE DDL TRIGGER') = 1
+    and not {{ listed }} and t.is_disabled = 0
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), @recapture))
+begin
+    exec sp_executesql @recapture;
+    enable trigger {{ recapture.sql }} on database;
+end;
+    {%- endset -%}
+    {{ return([changefeed._sqlserver_exec(sql)]) }}
+  {%- endif -%}
+  {{ return(['if ' ~ listed ~ ')\n    ' ~ changefeed._sqlserver_exec('drop trigger ' ~ recapture.sql ~ ' on database')]) }}
 {% endmacro %}
 
 

@@ -137,7 +137,11 @@ if @action = N'unchanged' and (not exists (
     where t.object_id = object_id({{ c.capture_trigger.lit }}, N'TR') and t.is_disabled = 0
         and charindex({{ changefeed._sqlserver_capture_key_columns_baked(c) }}, object_definition(t.object_id)) > 0)
     or isnull(charindex({{ changefeed._sqlserver_capture_check_recorded(c) }},
-        object_definition(object_id({{ c.n.capture_check.lit }}, N'P'))), 0) = 0)
+        object_definition(object_id({{ c.n.capture_check.lit }}, N'P'))), 0) = 0
+    -- a re-created source is captured by the DDL trigger recapture, where setup may create it
+    or (has_perms_by_name(null, N'DATABASE', N'ALTER ANY DATABASE DDL TRIGGER') = 1 and not exists (
+        select 1 from sys.triggers as t
+        where t.parent_class = 0 and t.name = {{ c.n.recapture.lit }} and t.is_disabled = 0)))
     set @action = N'repaired';
 {%- endif %}
   {%- endset -%}
@@ -171,6 +175,7 @@ begin
         ({{ lit(entry.sql if entry.class != 'constraint' else c.schema_sql ~ '.' ~ entry.sql) }}, {%
             if entry.class == 'role' %}database_principal_id({{ entry.lit }}){%
             elif entry.class == 'type' %}type_id({{ entry.lit }}){%
+            elif entry.class == 'ddl trigger' %}(select t.object_id from sys.triggers as t where t.parent_class = 0 and t.name = {{ entry.lit }}){%
             else %}object_id({{ entry.lit }}){% endif %}){{ ',' if not loop.last }}
         {% endfor -%}
     ) as v (object_name, id)
@@ -280,5 +285,6 @@ select @action as action;
     {%- do statements.append(changefeed._sqlserver_exec(body)) -%}
   {%- endfor -%}
   {#- capture_check before read_feed, which calls it. -#}
-  {{ return(changefeed._sqlserver_capture_check_statements(c) + statements + changefeed._sqlserver_capture_statements(c)) }}
+  {{ return(changefeed._sqlserver_capture_check_statements(c) + statements + changefeed._sqlserver_capture_statements(c)
+      + changefeed._sqlserver_recapture_statements(c)) }}
 {% endmacro %}

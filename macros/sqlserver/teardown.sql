@@ -32,7 +32,10 @@
   {%- do out.append(changefeed._sqlserver_batch_header(
       c, title, 'declare @rc int, @found int = 0, @member nvarchar(128), @sql nvarchar(max);')) -%}
   {%- do out.append(changefeed._sqlserver_sql_same_source(c)) -%}
-  {#- The capture trigger first: it writes into the outbox. -#}
+  {#- The DDL trigger first (it would create the capture trigger), then the capture trigger:
+      it writes into the outbox. -#}
+  {%- do out.append('if exists (select 1 from sys.triggers as t where t.parent_class = 0 and t.name = '
+      ~ n.recapture.lit ~ ')\nbegin\n    set @found = 1;\n    drop trigger ' ~ n.recapture.sql ~ ' on database;\nend;') -%}
   {%- set drops = [('trigger', n.capture), ('procedure', n.capture_check)] -%}
   {%- for key in ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',
                   'lock', 'update_state', 'release', 'feed_write_lock', 'retain', 'save_cursor',

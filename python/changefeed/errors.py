@@ -122,10 +122,11 @@ class CannotConnect(ChangefeedError):
 
 
 class CaptureLost(ChangefeedError):
-    """CF011: a ``capture: trigger`` source lost its triggers (re-created without setup)."""
+    """CF011: a ``capture: trigger`` source lost its triggers (re-created without setup), or
+    would arrive with rows that no event records (51074 on SQL Server)."""
 
     sqlstate = "CF011"
-    sqlserver_errors = (51068,)
+    sqlserver_errors = (51068, 51074)
 
 
 class WriteOutsideBlock(ChangefeedError):

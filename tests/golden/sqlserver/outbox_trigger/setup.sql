@@ -116,7 +116,11 @@ if @action = N'unchanged' and (not exists (
     where t.object_id = object_id(N'[shop].[capture:changefeed.shop.order_lines]', N'TR') and t.is_disabled = 0
         and charindex(concat(N'if @key_columns <> N''', replace(concat(N'[tenant_id] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'tenant_id'), N'missing'), N'; [sku] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'sku'), N'missing'), N'; [version] ', isnull((select concat(k.column_id, N':', k.system_type_id, N':', k.user_type_id, N':', k.max_length, N':', k.[precision], N':', k.[scale], N':', k.collation_name) from sys.columns as k where k.object_id = object_id(N'[shop].[order_lines]', N'U') and k.name = N'version'), N'missing')), N'''', N''''''), N''''), object_definition(t.object_id)) > 0)
     or isnull(charindex(concat(N'@recorded int = ', object_id(N'[shop].[order_lines]', N'U'), N','),
-        object_definition(object_id(N'[changefeed].[capture_check:shop.order_lines]', N'P'))), 0) = 0)
+        object_definition(object_id(N'[changefeed].[capture_check:shop.order_lines]', N'P'))), 0) = 0
+    -- a re-created source is captured by the DDL trigger recapture, where setup may create it
+    or (has_perms_by_name(null, N'DATABASE', N'ALTER ANY DATABASE DDL TRIGGER') = 1 and not exists (
+        select 1 from sys.triggers as t
+        where t.parent_class = 0 and t.name = N'recapture:changefeed.shop.order_lines' and t.is_disabled = 0)))
     set @action = N'repaired';
 
 if @action = N'created'
@@ -165,7 +169,8 @@ begin
         (N'"ck:outbox.time_hint:shop.order_lines"'),
         (N'"ix:outbox.txid:shop.order_lines"'),
         (N'"capture:changefeed.shop.order_lines"'),
-        (N'"capture_check:shop.order_lines"')
+        (N'"capture_check:shop.order_lines"'),
+        (N'"recapture:changefeed.shop.order_lines"')
         ) as n (needle)
     where f.feed_id <> N'shop.order_lines' and charindex(n.needle, f.names) > 0;
     if @taken is not null
@@ -217,7 +222,8 @@ begin
         (N'[changefeed].[df:outbox.time_hint:shop.order_lines]', object_id(N'[changefeed].[df:outbox.time_hint:shop.order_lines]')),
         (N'[changefeed].[ck:outbox.time_hint:shop.order_lines]', object_id(N'[changefeed].[ck:outbox.time_hint:shop.order_lines]')),
         (N'[shop].[capture:changefeed.shop.order_lines]', object_id(N'[shop].[capture:changefeed.shop.order_lines]')),
-        (N'[changefeed].[capture_check:shop.order_lines]', object_id(N'[changefeed].[capture_check:shop.order_lines]'))
+        (N'[changefeed].[capture_check:shop.order_lines]', object_id(N'[changefeed].[capture_check:shop.order_lines]')),
+        (N'[recapture:changefeed.shop.order_lines]', (select t.object_id from sys.triggers as t where t.parent_class = 0 and t.name = N'recapture:changefeed.shop.order_lines'))
         ) as v (object_name, id)
     where v.id is not null;
     if @taken is not null
@@ -1564,6 +1570,98 @@ enable trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lin
             throw 51061, N''changefeed: could not change the capture trigger of [shop].[order_lines] within 10000 ms: transactions on the table held it (a trigger change needs a schema lock on the table); nothing was changed, retry when the table is quieter'', 1;
         throw;
     end catch;
+end;';
+exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max), @recapture nvarchar(max);
+set @key_columns = concat(N''[tenant_id] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''tenant_id''), N''missing''), N''; [sku] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''sku''), N''missing''), N''; [version] '', isnull((select concat(k.column_id, N'':'', k.system_type_id, N'':'', k.user_type_id, N'':'', k.max_length, N'':'', k.[precision], N'':'', k.[scale], N'':'', k.collation_name) from sys.columns as k where k.object_id = object_id(N''[shop].[order_lines]'', N''U'') and k.name = N''version''), N''missing''));
+set @ddl = replace(N''create or alter trigger [shop].[capture:changefeed.shop.order_lines] on [shop].[order_lines]
+after insert, update, delete
+as
+begin
+    set nocount on;
+    -- A source changed since setup would make capture name the wrong rows (51067).
+    declare @source int = (select t.parent_id from sys.triggers as t where t.object_id = @@procid);
+    declare @key_columns nvarchar(max) = concat(N''''[tenant_id] '''', isnull((select concat(k.column_id, N'''':'''', k.system_type_id, N'''':'''', k.user_type_id, N'''':'''', k.max_length, N'''':'''', k.[precision], N'''':'''', k.[scale], N'''':'''', k.collation_name) from sys.columns as k where k.object_id = @source and k.name = N''''tenant_id''''), N''''missing''''), N''''; [sku] '''', isnull((select concat(k.column_id, N'''':'''', k.system_type_id, N'''':'''', k.user_type_id, N'''':'''', k.max_length, N'''':'''', k.[precision], N'''':'''', k.[scale], N'''':'''', k.collation_name) from sys.columns as k where k.object_id = @source and k.name = N''''sku''''), N''''missing''''), N''''; [version] '''', isnull((select concat(k.column_id, N'''':'''', k.system_type_id, N'''':'''', k.user_type_id, N'''':'''', k.max_length, N'''':'''', k.[precision], N'''':'''', k.[scale], N'''':'''', k.collation_name) from sys.columns as k where k.object_id = @source and k.name = N''''version''''), N''''missing''''));
+    if @key_columns <> N''''changefeed: the key columns at setup''''
+    begin
+        declare @msg nvarchar(2048) = concat(
+            N''''changefeed: the key columns of [shop].[order_lines] changed since the capture of the feed shop.order_lines was set up (then: '''',
+            N''''changefeed: the key columns at setup'''', N''''; now: '''', @key_columns,
+            N''''); capture would name the wrong rows, so this write is refused. Run setup_feed (or upgrade_feed) with the feed''''''''s config again; if a key column''''''''s type changed, change it back, or tear the feed down and set it up again'''');
+        throw 51067, @msg, 1;
+    end;
+    declare @changed table (shard_id int not null, [tenant_id] uniqueidentifier not null, [sku] nvarchar(40) collate Latin1_General_CI_AS not null, [version] bigint not null);
+    insert into @changed (shard_id, [tenant_id], [sku], [version])
+    select (abs(checksum([sku])) % 4), i.[tenant_id], i.[sku], i.[version] from inserted as i
+    union
+    select (abs(checksum([sku])) % 4), d.[tenant_id], d.[sku], d.[version] from deleted as d;
+    insert into [changefeed].[outbox:shop.order_lines] (shard_id, [tenant_id], [sku], [version])
+    select shard_id, [tenant_id], [sku], [version] from @changed;
+end'', N''N''''changefeed: the key columns at setup'''''',
+    concat(N''N'''''', replace(@key_columns, N'''''''', N''''''''''''), N''''''''));
+set @recapture = replace(N''create or alter trigger [recapture:changefeed.shop.order_lines]
+on database
+with execute as ''''dbo''''
+for create_table, rename
+as
+begin
+    -- changefeed protocol 3 (docs/protocol.md 5.1)
+    set nocount on;
+    declare @source int = object_id(N''''[shop].[order_lines]'''', N''''U'''');
+    if @source is null
+        return;
+    declare @event xml = eventdata();
+    if isnull(@event.value(N''''(/EVENT_INSTANCE/ObjectType)[1]'''', N''''nvarchar(128)''''), N'''''''') <> N''''TABLE''''
+        or isnull(object_id(concat(
+            quotename(@event.value(N''''(/EVENT_INSTANCE/SchemaName)[1]'''', N''''nvarchar(128)'''')), N''''.'''',
+            quotename(isnull(@event.value(N''''(/EVENT_INSTANCE/NewObjectName)[1]'''', N''''nvarchar(128)''''),
+                @event.value(N''''(/EVENT_INSTANCE/ObjectName)[1]'''', N''''nvarchar(128)'''')))), N''''U''''), 0) <> @source
+        or exists (
+            select 1 from sys.triggers as t
+            where t.object_id = object_id(N''''[shop].[capture:changefeed.shop.order_lines]'''', N''''TR'''') and t.parent_id = @source)
+        return;
+    if exists (select 1 from [shop].[order_lines])
+        throw 51074, N''''changefeed: the source table [shop].[order_lines] of the feed shop.order_lines (capture: trigger) would hold rows that no event records: it arrives with rows (renamed into its place, or created with them), so this statement is refused and rolled back; create the table empty and insert its rows (each write then has its event), or run dbt run-operation changefeed.teardown_feed and set the feed up again (a dbt model with a feed: never rebuild it, set full_refresh: false)'''', 1;
+    exec sp_executesql N''''changefeed: the capture trigger at setup'''';
+    declare @check nvarchar(max) = replace(N''''create or alter procedure [changefeed].[capture_check:shop.order_lines]
+with execute as owner
+as
+begin
+    -- changefeed protocol 3 (docs/protocol.md O6)
+    set nocount on;
+    declare
+        @recorded int = null,
+        @source int = object_id(N''''''''[shop].[order_lines]'''''''', N''''''''U''''''''),
+        @disabled bit,
+        @cause nvarchar(400);
+    if @source is null
+        return;
+    select @disabled = t.is_disabled
+    from sys.triggers as t
+    where t.object_id = object_id(N''''''''[shop].[capture:changefeed.shop.order_lines]'''''''', N''''''''TR'''''''') and t.parent_id = @source;
+    set @cause = case
+        when @source <> @recorded
+            then concat(N''''''''was dropped and re-created (object_id '''''''', @recorded, N'''''''' at setup, '''''''', @source, N'''''''' now)'''''''')
+        when @disabled is null then N''''''''has lost its capture trigger [shop].[capture:changefeed.shop.order_lines]''''''''
+        when @disabled = 1 then N''''''''has its capture trigger [shop].[capture:changefeed.shop.order_lines] disabled''''''''
+    end;
+    if @cause is not null
+    begin
+        declare @msg nvarchar(2048) = concat(
+            N''''''''changefeed: the source table [shop].[order_lines] of the feed shop.order_lines (capture: trigger) '''''''',
+            @cause, N''''''''; its writes since then are not in the feed. Run dbt run-operation changefeed.setup_feed with the feed''''''''''''''''s config to re-create the trigger, then re-emit the changes made meanwhile (for example update the affected rows)'''''''');
+        throw 51068, @msg, 1;
+    end;
+end'''',
+        N''''@recorded int = null,'''', concat(N''''@recorded int = '''', @source, N'''',''''));
+    exec sp_executesql @check;
+end'', N''N''''changefeed: the capture trigger at setup'''''',
+    concat(N''N'''''', replace(@ddl, N'''''''', N''''''''''''), N''''''''));
+if has_perms_by_name(null, N''DATABASE'', N''ALTER ANY DATABASE DDL TRIGGER'') = 1
+    and not exists (select 1 from sys.triggers as t where t.parent_class = 0 and t.name = N''recapture:changefeed.shop.order_lines'' and t.is_disabled = 0
+        and convert(varbinary(max), object_definition(t.object_id)) = convert(varbinary(max), @recapture))
+begin
+    exec sp_executesql @recapture;
+    enable trigger [recapture:changefeed.shop.order_lines] on database;
 end;';
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';

@@ -32,6 +32,12 @@ begin
     throw 51060, @other_source, 1;
 end;
 
+if exists (select 1 from sys.triggers as t where t.parent_class = 0 and t.name = N'recapture:changefeed.shop.order_lines')
+begin
+    set @found = 1;
+    drop trigger [recapture:changefeed.shop.order_lines] on database;
+end;
+
 if object_id(N'[shop].[capture:changefeed.shop.order_lines]') is not null
 begin
     set @found = 1;

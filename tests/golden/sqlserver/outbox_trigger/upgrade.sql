@@ -115,6 +115,8 @@ exec sp_executesql N'grant select on object::[changefeed].[snapshot:shop.order_l
 
 -- @@as in setup.sql@@ exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max);
 
+-- @@as in setup.sql@@ exec sp_executesql N'declare @key_columns nvarchar(max), @ddl nvarchar(max), @recapture nvarchar(max);
+
 exec sp_executesql N'grant insert on object::[changefeed].[outbox:shop.order_lines] to [changefeed_writer:shop.order_lines]';
 
 exec sp_executesql N'grant update on object::[changefeed].[sequence:shop.order_lines] to [changefeed_writer:shop.order_lines]';
