@@ -7,7 +7,6 @@ they import changefeed as the tests do.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,14 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.support.spark_cluster import free_port, stop_group
+
 #: How long the server may take to listen (a JVM start on a busy 2-core machine).
 START_SECONDS = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _listening(port: int) -> bool:
@@ -34,9 +29,10 @@ def _listening(port: int) -> bool:
 
 
 @contextmanager
-def connect_server(workdir: Path) -> Iterator[str]:
-    """A running Connect server (its ``sc://`` address) until the block ends; raises
-    RuntimeError naming its log when it does not start."""
+def connect_server(workdir: Path, master: str = "local[2]") -> Iterator[str]:
+    """A running Connect server (its ``sc://`` address) until the block ends, its driver on
+    ``master`` (a ``spark://`` master: executors of one core on the cluster's workers);
+    raises RuntimeError naming its log when it does not start."""
     import pyspark
 
     from changefeed import _jars
@@ -44,14 +40,16 @@ def connect_server(workdir: Path) -> Iterator[str]:
     home = Path(pyspark.__file__).parent
     warehouse = workdir / "warehouse"
     conf = {
-        "spark.master": "local[2]",
+        "spark.master": master,
+        "spark.executor.cores": "1",
+        "spark.executor.memory": "768m",
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(warehouse),
         **_jars.lakehouse_conf(_jars.lakehouse_jars(), warehouse),
     }
-    port = _free_port()
+    port = free_port()
     conf["spark.connect.grpc.binding.port"] = str(port)
     command = [str(home / "bin" / "spark-submit"),
                "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]  # fmt: skip
@@ -74,12 +72,7 @@ def connect_server(workdir: Path) -> Iterator[str]:
             time.sleep(0.5)
         yield f"sc://127.0.0.1:{port}"
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(30)
+        stop_group(server)
 
 
 @contextmanager

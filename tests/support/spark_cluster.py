@@ -1,0 +1,116 @@
+"""A Spark standalone cluster for the tests: a master and two workers started from
+PySpark's own jars (``spark-class``), each in its own JVM and work directory, so that
+executors run in processes of their own, as on a real cluster. The executors' Python
+workers run this interpreter (``PYSPARK_PYTHON``), where changefeed is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: How long a master or a worker may take to come up on a busy 2-core machine.
+START_SECONDS = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _environment() -> dict[str, str]:
+    import pyspark
+
+    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent),
+           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
+    env.pop("SPARK_CONF_DIR", None)  # not a developer's shared catalog
+    return env
+
+
+def _start(name: str, args: list[str], workdir: Path,
+           env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:  # fmt: skip
+    """``spark-class <args>`` in a process group of its own, its output in a log."""
+    env = env or _environment()
+    log = workdir / f"{name}.log"
+    command = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-class"), *args]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   cwd=workdir, start_new_session=True)  # fmt: skip
+    return process, log
+
+
+def _wait(name: str, process: subprocess.Popen[bytes], log: Path, ready: str) -> None:
+    """Until the log shows ``ready``; RuntimeError naming the log if it never does."""
+    deadline = time.monotonic() + START_SECONDS
+    while ready not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the Spark {name} did not start ({log}): {tail}")
+        time.sleep(0.5)
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop a daemon started in a process group of its own, its JVM included."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running standalone cluster: its master's ``spark://`` URL and web UI."""
+
+    url: str
+    ui: str
+
+    def state(self) -> dict[str, Any]:
+        """The master's view (its web UI's JSON): workers, cores used, applications."""
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=10) as response:
+            return dict(json.load(response))
+
+
+@contextmanager
+def standalone_cluster(workdir: Path, workers: int = 2) -> Iterator[Cluster]:
+    """A running master with ``workers`` workers of one core and 1 GiB each until the block
+    ends, the workers started at once; each worker (so its executors) has a temp directory
+    of its own, not the driver's. Raises RuntimeError naming the log of the daemon that did
+    not start."""
+    port, ui = free_port(), free_port()
+    url = f"spark://127.0.0.1:{port}"
+    with ExitStack() as stack:
+        master = _start("master", ["org.apache.spark.deploy.master.Master", "--host",
+                                   "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                        workdir)  # fmt: skip
+        stack.callback(stop_group, master[0])
+        _wait("master", *master, "I have been elected leader")
+        started = []
+        for i in range(workers):
+            work = workdir / f"worker-{i}"
+            (work / "tmp").mkdir(parents=True, exist_ok=True)
+            env = {**_environment(), "TMPDIR": str(work / "tmp"),
+                   "SPARK_LOCAL_DIRS": str(work / "tmp")}  # fmt: skip
+            worker = _start(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", url,
+                                            "--cores", "1", "--memory", "1g", "--work-dir",
+                                            str(work), "--webui-port", str(free_port())],
+                            workdir, env)  # fmt: skip
+            stack.callback(stop_group, worker[0])
+            started.append((f"worker-{i}", *worker))
+        for name, process, log in started:
+            _wait(name, process, log, "Successfully registered with master")
+        yield Cluster(url, f"http://127.0.0.1:{ui}")
