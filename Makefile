@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # `make test WORKERS=0` runs everything in one process.
 WORKERS ?= 2
 
-.PHONY: demo demo-status test test-setup test-fast test-durations test-sqlserver lint typecheck bench java venv jars compat-venv jvm-archive clean
+.PHONY: demo demo-status test test-setup test-fast test-durations test-sqlserver lint typecheck bench java venv jars compat-venv jvm-archive wheel clean
 
 java:
 	@scripts/check_java.sh
@@ -80,6 +80,12 @@ demo: java venv jars
 demo-status: venv jars
 	PYTHONPATH=examples/shop $(BIN)/python -m shop_demo status $(STATUS_ARGS)
 
+# The package as one wheel for the nodes of a cluster (docs/deploying.md, "Shipping the
+# package"): dist/changefeed-<version>-py3-none-any.whl, pure Python, its extras naming what
+# each node needs. The dbt package is installed from git by revision instead.
+wheel: venv
+	$(BIN)/uv build --quiet --wheel --out-dir dist .
+
 lint: venv
 	$(BIN)/ruff check python tests benchmarks examples
 
@@ -118,4 +124,4 @@ bench: java venv jars
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log
+	rm -rf $(VENV) $(COMPAT_VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log dist

@@ -85,3 +85,32 @@ def test_the_revision_pattern() -> None:
     assert REVISION.findall("1469922850259 deadbeef c0ffee1? 01563e3ab5d3d676 x'ffff00001111'") == [
         "c0ffee1"
     ]
+
+
+def test_the_wheel_holds_every_module_and_names_what_each_node_needs(tmp_path: Path) -> None:
+    """`make wheel`'s build (docs/deploying.md, "Shipping the package"): one pure-Python
+    wheel with every module of the package and nothing else, the `changefeed` command, and
+    the extras the docs tell each node to install."""
+    import sys
+    import zipfile
+
+    version = re.search(r'^version = "([^"]+)"$', (REPO / "pyproject.toml").read_text(), re.M)
+    assert version
+    uv = Path(sys.executable).parent / "uv"
+    subprocess.run([str(uv), "build", "--quiet", "--wheel", "--out-dir", str(tmp_path),
+                    str(REPO)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    (wheel,) = tmp_path.glob("*.whl")
+    assert wheel.name == f"changefeed-{version.group(1)}-py3-none-any.whl"
+    names = zipfile.ZipFile(wheel).namelist()
+    source = REPO / "python"
+    modules = {str(p.relative_to(source)) for p in (source / "changefeed").rglob("*.py")}
+    assert {n for n in names if n.endswith(".py")} == modules
+    assert "changefeed/py.typed" in names
+    assert not [n for n in names if n.startswith(("tests/", "examples/", "shop_demo"))]
+    info = f"changefeed-{version.group(1)}.dist-info"
+    metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
+    extras = set(re.findall(r"^Provides-Extra: (\S+)$", metadata, re.M))
+    assert {"spark", "connect", "postgres", "sqlserver"} <= extras
+    assert re.search(r"^Requires-Dist: pyarrow", metadata, re.M)
+    entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
+    assert "changefeed = changefeed.cli:main" in entry_points
