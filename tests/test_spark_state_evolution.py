@@ -68,7 +68,6 @@ def project(catalog: str, root: Any) -> Any:
     path = package_project(root / f"project-{catalog}", f"changefeed_evolution_{catalog}", {})
     for name in MODELS:
         write_model(path, name)
-    write_model(path, "current_parquet_whole")
     write_model(path, "current_parquet_struct", STRUCT)
     (path / "macros").mkdir(exist_ok=True)
     (path / "macros" / "schema.sql").write_text(SCHEMA_MACRO)
@@ -174,8 +173,8 @@ def test_state_models_take_a_source_column_added_and_widened_without_a_full_refr
     # Two parquet re-declares killed: one after its copy (before the drop), one after the
     # drop (before the rename); the run finishes each (R1).
     state = f"spark_catalog.{SCHEMA}"
-    spark.sql(f"create table {state}.current_parquet_whole__changefeed_evolved using parquet "
-              f"partitioned by (changefeed_bucket) as select * from {state}.current_parquet_whole "
+    spark.sql(f"create table {state}.history_parquet__changefeed_evolved using parquet "
+              f"partitioned by (changefeed_bucket) as select * from {state}.history_parquet "
               "where false")  # fmt: skip
     spark.sql(
         f"create table {state}.current_parquet_struct__changefeed_evolved using parquet "
@@ -191,8 +190,7 @@ def test_state_models_take_a_source_column_added_and_widened_without_a_full_refr
         rows = model_rows(spark, name, materialization == "changefeed_history")
         # key 1 has note null: no event since it was added
         assert rows == {k: shown(v, whole) for k, v in source.items()}, name
-    assert model_rows(spark, "current_parquet_whole", False) == source
-    whole = spark.table(f"{state}.current_parquet_whole").schema["payload"].dataType
+    whole = spark.table(f"{state}.history_parquet").schema["payload"].dataType
     assert [(f.name, f.dataType.simpleString()) for f in whole.fields] == [
         ("id", "bigint"), ("status", "string"), ("n", "bigint"), ("note", "string"),
     ]  # fmt: skip
