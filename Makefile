@@ -124,4 +124,4 @@ bench: java venv jars
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log dist
+	rm -rf $(VENV) $(COMPAT_VENV) $(JARS) .demo .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log dist build

@@ -3,12 +3,12 @@ two workers started from PySpark's own jars (executors in JVMs and processes of 
 own), and a Connect server started from the same jars whose driver runs on that cluster.
 On a client session of it: the feed's batch read, the ULID UDFs, a streaming read resumed
 from its checkpoint, and ``land()`` on parquet, Delta and Iceberg, cold and warm, then
-again while a writer keeps writing, the parquet landing executing a snapshot; every table equals the source, every live
-event landed once, and the tasks ran on both workers. Then ``changefeed land --spark
-existing`` with ``SPARK_REMOTE`` naming the server, and, once the server has stopped,
-``changefeed land --spark existing --conf spark.master=spark://...`` (a driver of its own
-on the cluster) land the feed too. One cluster and one server for all of it (their JVMs
-cost starts of their own)."""
+again while a writer keeps writing, the parquet landing executing a snapshot; every table
+equals the source, every live event landed once, and the tasks ran on both workers. Then
+``changefeed land --spark existing`` with ``SPARK_REMOTE`` naming the server, and, once
+the server has stopped, ``changefeed land --spark existing --conf spark.master=spark://...``
+(a driver of its own on the cluster) land the feed too. One cluster and one server for all
+of it (their JVMs cost starts of their own)."""
 
 from __future__ import annotations
 
