@@ -685,12 +685,16 @@ def _capture_setup(sql: str) -> str:
     return _body(sql, "declare @key_columns nvarchar(max), @ddl nvarchar(max);")
 
 
+def _literal(body: str, start: str) -> str:
+    """The value of the one string literal of ``body`` whose text starts with ``start``."""
+    (value,) = [string_value(t.text) for t in tokens(body)
+                if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
+    return value
+
+
 def _capture_trigger(sql: str) -> str:
     """The capture trigger's text as setup holds it, before the key columns are filled in."""
-    start = "N'create or alter trigger"
-    (template,) = [string_value(t.text) for t in tokens(_capture_setup(sql))
-                   if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
-    return template
+    return _literal(_capture_setup(sql), "N'create or alter trigger")
 
 
 def test_the_capture_trigger_refuses_writes_once_its_key_columns_changed(
@@ -945,11 +949,8 @@ def test_a_blocking_writers_rows_must_lie_in_its_shard_and_block(
 
 def _capture_check(sql: str) -> str:
     """capture_check's text as setup holds it, before the source's object_id is filled in."""
-    start = "N'create or alter procedure [changefeed].[capture_check:"
     body = _body(sql, "declare @ddl nvarchar(max) = replace(N'create or alter procedure")
-    (template,) = [string_value(t.text) for t in tokens(body)
-                   if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
-    return template
+    return _literal(body, "N'create or alter procedure [changefeed].[capture_check:")
 
 
 def test_readers_at_the_head_fail_when_the_capture_is_lost(
@@ -1187,10 +1188,7 @@ def _recapture(sql: str) -> tuple[str, str]:
     """The statement that creates the DDL trigger recapture, and the trigger's text as the
     statement holds it (before setup puts the capture trigger's text in)."""
     body = _body(sql, "declare @key_columns nvarchar(max), @ddl nvarchar(max), @recapture")
-    start = "N'create or alter trigger [recapture:"
-    (template,) = [string_value(t.text) for t in tokens(body)
-                   if t.kind == "string" and t.text.startswith(start)]  # fmt: skip
-    return body, template
+    return body, _literal(body, "N'create or alter trigger [recapture:")
 
 
 def test_a_re_created_source_is_captured_by_a_ddl_trigger(
@@ -1211,9 +1209,7 @@ def test_a_re_created_source_is_captured_by_a_ddl_trigger(
             "for create_table, rename\nas\n"
         )
         # as setup fills it in: the capture trigger's text where the placeholder is
-        capture_start = "N'create or alter trigger [shop].[capture:"
-        (capture_text,) = [string_value(t.text) for t in tokens(body)
-                           if t.kind == "string" and t.text.startswith(capture_start)]  # fmt: skip
+        capture_text = _literal(body, "N'create or alter trigger [shop].[capture:")
         placeholder = "N'changefeed: the capture trigger at setup'"
         filled = template.replace(placeholder, "N'" + capture_text.replace("'", "''") + "'")
         assert filled != template

@@ -1,6 +1,7 @@
 {#-
   What the Spark macros read from the catalog, in one place: whether a table is listed,
-  a table's partitions, its format, its location and a partition's, a schema's location.
+  a table's columns and partitions, its format, its location and a partition's, a
+  schema's location.
   Each is read with SQL at the moment it is needed, not from dbt's relation cache, which
   does not see a table created earlier in the run (or by another process).
 -#}
@@ -9,8 +10,41 @@
 {#- Whether `show tables in <schema> like '<identifier>'` lists the relation. A listing
     fails on a schema the metastore cannot read, where a lookup reads as "missing". -#}
 {% macro _spark_table_listed(relation) %}
-  {%- set listed = run_query("show tables in " ~ relation.schema ~ " like '" ~ relation.identifier ~ "'") -%}
-  {{ return(listed.rows | length > 0) }}
+  {{ return((relation.identifier | lower) in changefeed._spark_tables_listed(relation.schema, [relation.identifier])) }}
+{% endmacro %}
+
+
+{#- Which of `identifiers` the schema lists (lower case), in one `show tables ... like`. -#}
+{% macro _spark_tables_listed(schema, identifiers) %}
+  {%- set listed = [] -%}
+  {%- set pattern = identifiers | map('lower') | join('|') -%}
+  {%- for row in run_query("show tables in " ~ schema ~ " like '" ~ pattern ~ "'").rows -%}
+    {%- do listed.append(row[1] | string | lower) -%}
+  {%- endfor -%}
+  {{ return(listed) }}
+{% endmacro %}
+
+
+{#- A table's (or view's) columns, (name, type) in order and lower case, and its partition
+    columns, from `describe`: the rows up to its first section, and those of its
+    "# Partition Information" section. -#}
+{% macro _spark_table_layout(relation) %}
+  {%- set columns = [] -%}
+  {%- set partitioned_by = [] -%}
+  {%- set section = namespace(name='columns') -%}
+  {%- for row in run_query('describe ' ~ relation).rows -%}
+    {%- set name = row[0] | string | trim -%}
+    {%- if name == '# Partition Information' -%}
+      {%- set section.name = 'partitions' -%}
+    {%- elif name == '' or name.startswith('#') -%}
+      {%- if section.name == 'columns' -%}{%- set section.name = 'done' -%}{%- endif -%}
+    {%- elif section.name == 'columns' -%}
+      {%- do columns.append((name | lower, row[1] | string | trim | lower)) -%}
+    {%- elif section.name == 'partitions' -%}
+      {%- do partitioned_by.append(name | lower) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return({'columns': columns, 'partitioned_by': partitioned_by}) }}
 {% endmacro %}
 
 

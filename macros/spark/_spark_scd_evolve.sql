@@ -20,14 +20,14 @@
 {#- Returns the relations it changed. -#}
 {% macro _spark_scd_follow_select(materialization, relations, staged, file_format) %}
   {%- set wanted = [] -%}
-  {%- for name, type in changefeed._spark_scd_described(staged) -%}
+  {%- for name, type in changefeed._spark_table_layout(staged).columns -%}
     {%- do wanted.append((name, changefeed._spark_stored_type(type, file_format))) -%}
   {%- endfor -%}
   {%- set own = changefeed._spark_scd_added_columns(materialization) + ['changefeed_layer'] -%}
   {%- set who = "changefeed: model '" ~ model.name ~ "' (materialized='" ~ materialization ~ "')" -%}
   {%- set changed = [] -%}
   {%- for relation in relations -%}
-    {%- set have = changefeed._spark_scd_described(relation) -%}
+    {%- set have = changefeed._spark_table_layout(relation).columns -%}
     {%- set held = {} -%}
     {%- for name, type in have if name not in own -%}
       {%- do held.update({name: type}) -%}
@@ -60,22 +60,6 @@
     {%- endif -%}
   {%- endfor -%}
   {{ return(changed) }}
-{% endmacro %}
-
-
-{#- (name, type) of a relation's columns, in order (describe's rows up to its partition
-    section). -#}
-{% macro _spark_scd_described(relation) %}
-  {%- set columns = [] -%}
-  {%- set listing = namespace(done=false) -%}
-  {%- for row in run_query('describe ' ~ relation).rows -%}
-    {%- set name = row[0] | string | trim -%}
-    {%- if name == '' or name.startswith('#') -%}{%- set listing.done = true -%}{%- endif -%}
-    {%- if not listing.done -%}
-      {%- do columns.append((name | lower, (row[1] | string | trim | lower))) -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return(columns) }}
 {% endmacro %}
 
 

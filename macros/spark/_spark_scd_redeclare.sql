@@ -35,13 +35,9 @@
 {% macro _spark_scd_finish_redeclare(tables) %}
   {%- set names = [] -%}
   {%- for table in tables -%}
-    {%- do names.extend([table.identifier | lower,
-        changefeed._spark_scd_evolved_relation(table).identifier | lower]) -%}
+    {%- do names.extend([table.identifier, changefeed._spark_scd_evolved_relation(table).identifier]) -%}
   {%- endfor -%}
-  {%- set listed = [] -%}
-  {%- for row in run_query("show tables in " ~ tables[0].schema ~ " like '" ~ names | join('|') ~ "'").rows -%}
-    {%- do listed.append(row[1] | string | lower) -%}
-  {%- endfor -%}
+  {%- set listed = changefeed._spark_tables_listed(tables[0].schema, names) -%}
   {%- set restored = [] -%}
   {%- for table in tables -%}
     {%- set copy = changefeed._spark_scd_evolved_relation(table) -%}
@@ -65,7 +61,7 @@
     columns it lacks added (null) before its partition columns. -#}
 {% macro _spark_scd_redeclare(table, wanted) %}
   {%- set types = dict(wanted) -%}
-  {%- set layout = changefeed._spark_scd_layout(table) -%}
+  {%- set layout = changefeed._spark_table_layout(table) -%}
   {%- set data = [] -%}
   {%- set partition = [] -%}
   {%- for name, type in layout.columns -%}
@@ -90,7 +86,7 @@
 {% macro _spark_scd_copy_back(copy, table) %}
   {#-- a table killed while it was created or dropped may have left its directory --#}
   {%- do changefeed._spark_clear_orphan_location(table) -%}
-  {%- do run_query(changefeed._spark_scd_copy_sql(table, changefeed._spark_scd_layout(copy).partitioned_by, '*', copy)) -%}
+  {%- do run_query(changefeed._spark_scd_copy_sql(table, changefeed._spark_table_layout(copy).partitioned_by, '*', copy)) -%}
   {%- do run_query('drop table ' ~ copy) -%}
 {% endmacro %}
 
@@ -101,26 +97,6 @@
       ~ ' as select ' ~ columns ~ ' from ' ~ source) }}
 {% endmacro %}
 
-
-{#- A table's columns ((name, type), in order) and its partition columns, from describe. -#}
-{% macro _spark_scd_layout(relation) %}
-  {%- set columns = [] -%}
-  {%- set partitioned_by = [] -%}
-  {%- set section = namespace(name='columns') -%}
-  {%- for row in run_query('describe ' ~ relation).rows -%}
-    {%- set name = row[0] | string | trim -%}
-    {%- if name == '# Partition Information' -%}
-      {%- set section.name = 'partitions' -%}
-    {%- elif name == '' or name.startswith('#') -%}
-      {%- if section.name == 'columns' -%}{%- set section.name = 'done' -%}{%- endif -%}
-    {%- elif section.name == 'columns' -%}
-      {%- do columns.append((name | lower, row[1] | string | trim | lower)) -%}
-    {%- elif section.name == 'partitions' -%}
-      {%- do partitioned_by.append(name | lower) -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return({'columns': columns, 'partitioned_by': partitioned_by}) }}
-{% endmacro %}
 
 
 {#- `expression` (of type `old`) as type `new`: a struct rebuilt field by field, its new

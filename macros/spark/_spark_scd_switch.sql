@@ -109,7 +109,7 @@ from ({{ rows }}) as changefeed_rows
 {% macro _spark_scd_next_columns(target, column) %}
   {%- set columns = [] -%}
   {%- set partition = [] -%}
-  {%- for name, type in changefeed._spark_scd_described(target) -%}
+  {%- for name, type in changefeed._spark_table_layout(target).columns -%}
     {%- do (partition if name == column else columns).append((name, type)) -%}
   {%- endfor -%}
   {{ return(columns + partition) }}
