@@ -47,6 +47,7 @@ HERE = "tests/test_docs_samples.py"
 FRESHNESS = "tests/test_spark_freshness.py"
 RETENTION = "tests/test_spark_retention.py"
 SHARED_CATALOG = "tests/test_shared_catalog.py::test_landing_dbt_and_status_share_one_catalog"
+CLUSTER = "tests/test_spark_connect.py::test_connect_and_a_driver_of_its_own_on_a_standalone_cluster"  # noqa: E501
 GETTING_STARTED = "tests/test_getting_started.py"
 VERIFY = "tests/test_spark_verify.py"
 RETENTION_CLI = "test_the_cli_retains_a_spark_feed_and_keeps_what_a_consumer_has_not_read"
@@ -105,6 +106,8 @@ REGISTRY: dict[str, str] = {
     "spark-retention-behind": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
     "shared-catalog-init": SHARED_CATALOG,
     "shared-catalog-profiles": SHARED_CATALOG,
+    "deploying-thrift-server": CLUSTER,
+    "deploying-thrift-profile": CLUSTER,
     "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
     "operations-retention-spark": f"{RETENTION}::{RETENTION_CLI}",
     "operations-retention-spark-output": f"{RETENTION}::{RETENTION_CLI}",

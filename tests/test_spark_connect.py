@@ -4,11 +4,14 @@ own), and a Connect server started from the same jars whose driver runs on that 
 On a client session of it: the feed's batch read, the ULID UDFs, a streaming read resumed
 from its checkpoint, and ``land()`` on parquet, Delta and Iceberg, cold and warm, then
 again while a writer keeps writing, the parquet landing executing a snapshot; every table
-equals the source, every live event landed once, and the tasks ran on both workers. Then
-``changefeed land --spark existing`` with ``SPARK_REMOTE`` naming the server, and, once
-the server has stopped, ``changefeed land --spark existing --conf spark.master=spark://...``
-(a driver of its own on the cluster) land the feed too. One cluster and one server for all
-of it (their JVMs cost starts of their own)."""
+equals the source, every live event landed once, and the tasks ran on both workers; a
+landing service of two targets, and retention on parquet and Delta; ``changefeed land
+--spark existing`` with ``SPARK_REMOTE`` naming the server. Then, once the server has
+stopped, a shared catalog whose drivers run on the cluster: ``changefeed land --spark
+existing --conf spark.master=spark://...``, a dbt ``method: session`` run with the master
+in its ``server_side_parameters``, and the Thrift server as docs/deploying.md starts it
+with dbt's ``method: thrift`` on it; each model equals the source. One cluster for all of
+it (its JVMs cost starts of their own)."""
 
 from __future__ import annotations
 
@@ -21,10 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from tests.support import spark_source as kit
+from tests.support.dbt_harness import package_project
+from tests.support.doc_blocks import sample
 from tests.support.real_parts import unavailable
+from tests.support.shared_catalog import CLI, PROFILE, init_catalog, landed_source, process_env
 
-# about 80 s (a cluster and a Connect server of its own): left to make test
+# about 150 s (a cluster, a Connect server, a Thrift server, three drivers): make test
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
 
 TABLES = {
@@ -73,7 +80,9 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
                 unavailable("Spark Connect", str(exc))
             remote = stack.enter_context(remote_session(address))
             _on_connect(remote, cluster, address, options, pg_uri, feed, dbt, tmp_path)
-        _classic_driver(spark, cluster.url, pg_uri, feed, tmp_path)
+        documented = {"server": sample("deploying-thrift-server"),
+                      "profile": sample("deploying-thrift-profile")}  # fmt: skip
+        _shared_catalog_on_the_cluster(cluster, documented, pg_uri, feed, dbt, tmp_path)
 
 
 def _on_connect(spark: Any, cluster: Any, address: str, options: dict[str, str], pg_uri: str,
@@ -122,6 +131,7 @@ def _on_connect(spark: Any, cluster: Any, address: str, options: dict[str, str],
                       if r.changefeed_operation != "snapshot")  # fmt: skip
         assert live == kit.feed_rows(pg_uri, feed), fmt
         assert newest(rows) == _source(pg_uri, feed), fmt
+    _service_and_retention(spark, options, pg_uri, feed)
     # `changefeed land` on the same server, by SPARK_REMOTE (--spark existing)
     table = "connect_tests.t_cli"
     env = {**os.environ, "SPARK_REMOTE": address}
@@ -139,21 +149,136 @@ def _on_connect(spark: Any, cluster: Any, address: str, options: dict[str, str],
     assert sorted(w["coresused"] for w in workers) == [1, 1], workers
 
 
-def _classic_driver(local: Any, master: str, pg_uri: str, feed: str, tmp_path: Path) -> None:
-    """`changefeed land` with a driver of its own on the cluster, its master by --conf."""
-    cli = tmp_path / "cli"
-    cli.mkdir()
-    command = [sys.executable, "-m", "changefeed.cli", "land", "--connection", pg_uri,
-               "--feed", feed, "--table", "cluster_cli.t", "--payload", "--spark", "existing",
-               "--conf", f"spark.master={master}",
+#: The dbt project of the cluster's shared catalog: a consumer and a current state run
+#: through the Thrift server, a Delta current state by a ``method: session`` driver.
+CLUSTER_SCHEMA = "cf_cluster"
+CLUSTER_MODELS = {
+    "sources.yml": landed_source(CLUSTER_SCHEMA, "landed"),
+    "orders_consumer.sql": """{{ config(materialized='incremental',
+    incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
+    file_format='parquet') }}
+select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
+    {{ changefeed.feed_batch() }} as changefeed_batch
+from {{ source('landed', 'landed') }} as e
+where {{ changefeed.feed_safe_point(source('landed', 'landed'), 'e') }}
+{% if is_incremental() %}
+  and {{ changefeed.feed_cursor('e') }}
+{% endif %}
+""",
+    "orders_current.sql": """{{ config(materialized='changefeed_current_state',
+    unique_key='id', file_format='parquet') }}
+select e.shard_id, e.ulid, e.id, e.payload, e.changefeed_feed_batch
+from {{ changefeed.feed_events(source('landed', 'landed'), this) }} as e
+""",
+    "orders_current_delta.sql": """{{ config(materialized='changefeed_current_state',
+    unique_key='id', file_format='delta') }}
+select e.shard_id, e.ulid, e.id, e.payload, e.changefeed_feed_batch
+from {{ changefeed.feed_events(source('landed', 'landed'), this) }} as e
+""",
+}
+
+
+def _shared_catalog_on_the_cluster(cluster: Any, documented: dict[str, str], pg_uri: str,
+                                   feed: str, dbt: Any, tmp_path: Path) -> None:  # fmt: skip
+    """A shared catalog whose Spark drivers run on the cluster: `changefeed land` with the
+    master by --conf, dbt's `method: session` with it in server_side_parameters, and the
+    Thrift server started as docs/deploying.md says, with dbt's `method: thrift` on it."""
+    from tests.support.spark_thrift import DOC_MASTER, DOC_PORT, thrift_server
+
+    work = tmp_path / "shared"
+    work.mkdir()
+    env = {**process_env(), "PYSPARK_PYTHON": sys.executable}
+    init_catalog(sample("shared-catalog-init"), env, work)
+    landed = f"{CLUSTER_SCHEMA}.landed"
+    command = [*CLI, "land", "--connection", pg_uri, "--feed", feed, "--table", landed,
+               "--payload", "--spark", "existing", "--conf", f"spark.master={cluster.url}",
                "--conf", "spark.executor.memory=768m"]  # fmt: skip
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    env.pop("SPARK_CONF_DIR", None)
-    landed = subprocess.run(command, cwd=cli, env=env, capture_output=True, text=True,
-                            timeout=600)  # fmt: skip
-    assert landed.returncode == 0, landed.stderr[-3000:]
-    table = local.read.parquet(str(cli / "spark-warehouse" / "cluster_cli.db" / "t"))
-    assert kit.rows_of(table, "shard_id", "ulid", "id") == kit.feed_rows(pg_uri, feed)
+    run = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    project = package_project(work / "project", "cf_cluster", CLUSTER_MODELS)
+    (profile,) = yaml.safe_load(documented["profile"]).values()
+    outputs = profile["outputs"]
+    session = outputs["session"]
+    assert session["server_side_parameters"]["spark.master"] == DOC_MASTER
+    # 768m: the test's workers have 1 GiB each
+    session["server_side_parameters"] = {"spark.master": cluster.url,
+                                         "spark.executor.memory": "768m"}  # fmt: skip
+    env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(dbt.packages_dir)
+
+    def dbt_run(target: str, port: int | None = None, *select: str) -> None:
+        if port is not None:
+            assert str(outputs["thrift"]["port"]) == DOC_PORT
+            outputs["thrift"]["port"] = port
+        for output in outputs.values():
+            output["schema"] = CLUSTER_SCHEMA
+        (work / "profiles.yml").write_text(
+            yaml.safe_dump({PROFILE: {"target": target, "outputs": outputs}})
+        )
+        command = [str(Path(sys.executable).parent / "dbt"), "run", "--project-dir",
+                   str(project), "--profiles-dir", str(work), "--target", target,
+                   "--target-path", str(work / f"target-{target}"), "--log-path",
+                   str(work / "logs"), "--no-version-check", "--select", *select]  # fmt: skip
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+    dbt_run("session", None, "orders_current_delta")
+    with thrift_server(documented["server"], cluster.url, env, work) as port:
+        dbt_run("thrift", port, "orders_consumer", "orders_current")
+        from pyhive import hive
+
+        with contextlib.closing(hive.connect(host="127.0.0.1", port=port)) as connection:
+            cursor = connection.cursor()
+
+            def query(sql: str) -> list[tuple[Any, ...]]:
+                cursor.execute(sql)
+                return sorted(tuple(row) for row in cursor.fetchall())
+
+            events = sorted((shard, ulid.hex().upper(), key)
+                            for shard, ulid, key in kit.feed_rows(pg_uri, feed))  # fmt: skip
+            assert query(f"select shard_id, hex(ulid), id from {landed}") == events
+            consumer = f"{CLUSTER_SCHEMA}.orders_consumer"
+            assert query(f"select shard_id, hex(ulid), id from {consumer}") == events
+            source = sorted((key, row["v"]) for key, row in _source(pg_uri, feed).items())
+            for model in ("orders_current", "orders_current_delta"):
+                state = query(f"select id, payload.v from {CLUSTER_SCHEMA}.{model}")
+                assert state == source, model
+        # the server's executors ran on both workers
+        workers = cluster.state()["workers"]
+        assert sorted(w["coresused"] for w in workers) == [1, 1], workers
+
+
+def _service_and_retention(spark: Any, options: dict[str, str], pg_uri: str,
+                           feed: str) -> None:  # fmt: skip
+    """On Connect: a landing service with two targets lands the feed into both once; then
+    retention removes what its policy lets go from a parquet and a Delta table, and keeps
+    every batch above the horizon it reports, whole."""
+    from changefeed.spark.feedtable import retain
+    from changefeed.spark.landing import FeedTarget, LandingService
+
+    targets = [FeedTarget(options, "connect_tests.s_parquet", "parquet"),
+               FeedTarget(options, "connect_tests.s_delta", "delta")]  # fmt: skip
+    service = LandingService(spark, targets)
+    try:
+        states = service.run_once()
+    finally:
+        service.close()
+    assert [s.state for s in states] == ["ok", "ok"], states
+    for target in targets:
+        rows = spark.table(target.table).collect()
+        assert sorted((r.shard_id, bytes(r.ulid), r.id) for r in rows) == kit.feed_rows(
+            pg_uri, feed
+        ), target.table
+    for fmt in ("parquet", "delta"):
+        table = TABLES[fmt]
+        before = spark.table(table).collect()
+        result = retain(spark, table, consumers=[], keep_last=1)
+        assert result.removed_batches > 0, (fmt, result)
+        kept = sorted(tuple(r) for r in before if r.changefeed_batch > result.horizon)
+        assert sorted(tuple(r) for r in spark.table(table).collect()) == kept, fmt
+        assert result.oldest_batch == result.horizon + 1, (fmt, result)
 
 
 def _check_udfs(spark: Any, table: str) -> None:

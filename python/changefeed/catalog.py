@@ -126,6 +126,12 @@ class Catalog:
             pass
         else:
             conf.update(_jars.lakehouse_conf(jars, self.warehouse))
+            # The Thrift server resolves the catalog plugins (DeltaCatalog, Iceberg's) and
+            # their base classes from the JVM's class path too, not from spark.jars: without
+            # them there it could read no table at all (NoClassDefFoundError).
+            conf["spark.driver.extraClassPath"] = os.pathsep.join(
+                [str(driver), *(str(jar) for jar in jars)]
+            )
         return conf
 
 

@@ -30,6 +30,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_listening(name: str, process: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    """Until ``process`` (a server, its output in ``log``) listens on ``port``;
+    RuntimeError naming the log if it exits or never does."""
+    deadline = time.monotonic() + START_SECONDS
+    while not listening(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the Spark {name} did not start ({log}): {tail}")
+        time.sleep(0.5)
+
+
 def _environment() -> dict[str, str]:
     import pyspark
 

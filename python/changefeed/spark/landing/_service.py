@@ -4,13 +4,14 @@ Each feed keeps its own :class:`Landing` (so its own writer lock, cursors and ta
 checks: everything that holds for one landing holds for each feed) in its own Spark
 session of the one application (``spark.newSession()``: the same JVM, executors and
 catalogs, its own SQL settings, so that one feed's write settings never leak into
-another's). A pool of worker threads runs them: a feed is *due* when its ``poll`` and
-``interval`` say so, and a free worker takes the feed that has been due longest. A feed
-whose runs are slow holds one worker and never the others; a failed run is logged, kept
-in the feed's :class:`FeedState` and retried after a backoff that doubles from
-``retry_initial`` up to ``retry_max`` seconds, while the other feeds go on. Setting the
-``stop`` event lets each worker finish the run it is in (its batch commits or not, as
-for one landing) and start no other.
+another's; on Spark Connect, which has no ``newSession``, a clone of the client's
+session on the server, isolated from it from then on). A pool of worker threads runs
+them: a feed is *due* when its ``poll`` and ``interval`` say so, and a free worker takes
+the feed that has been due longest. A feed whose runs are slow holds one worker and
+never the others; a failed run is logged, kept in the feed's :class:`FeedState` and
+retried after a backoff that doubles from ``retry_initial`` up to ``retry_max`` seconds,
+while the other feeds go on. Setting the ``stop`` event lets each worker finish the run
+it is in (its batch commits or not, as for one landing) and start no other.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from changefeed.client import ChangefeedError, redact
 from changefeed.service_state import FeedState, write_status_file
+from changefeed.spark import is_connect
 from changefeed.spark.landing._continuous import check_timing
 from changefeed.spark.landing._landing import Landing, LandingResult
 from changefeed.spark.source import ChangefeedSourceError, open_backend, parse_options
@@ -61,6 +63,16 @@ class FeedTarget:
 #: ``on_error(target, error, retry_in)``: a run of ``target`` failed; the next is in
 #: ``retry_in`` seconds (``None``: a one-shot run gave up).
 ErrorCallback = Callable[[FeedTarget, BaseException, float | None], None]
+
+
+def _session_of_its_own(spark: Any) -> Any:
+    """A session of ``spark``'s application with SQL settings of its own."""
+    if not is_connect(spark):
+        return spark.newSession()
+    clone = spark.cloneSession()
+    # PySpark 4.1's clone lacks this attribute, which its stop() reads (AttributeError)
+    clone.release_session_on_close = True
+    return clone
 
 
 def resolve_targets(
@@ -198,7 +210,7 @@ class LandingService:
         try:
             for target in self.targets:
                 self.landings.append(
-                    Landing(spark.newSession(), target.source_options, target.table,
+                    Landing(_session_of_its_own(spark), target.source_options, target.table,
                             keep_connection=True, table_format=target.table_format)
                 )  # fmt: skip
         except BaseException:
@@ -246,6 +258,10 @@ class LandingService:
     def close(self) -> None:
         for landing in self.landings:
             landing.close()
+            if is_connect(landing.spark):
+                # a clone's server-side session and channel (classic newSession()s share
+                # the application's context, which stop() would end)
+                landing.spark.stop()
 
     # -- the scheduler ------------------------------------------------------------------
 
