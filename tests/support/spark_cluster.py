@@ -30,6 +30,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_listening(process: subprocess.Popen[bytes], port: int, log: Path, what: str,
+                   seconds: float) -> None:  # fmt: skip
+    """Until a server listens on ``port`` of 127.0.0.1; RuntimeError naming ``what`` and
+    its ``log`` if ``process`` ends or ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{what} did not start ({log}): {tail}")
+        time.sleep(0.2)
+
+
 def _environment() -> dict[str, str]:
     import pyspark
 

@@ -7,25 +7,17 @@ they import changefeed as the tests do.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.spark_cluster import free_port, stop_group
+from tests.support.spark_cluster import free_port, stop_group, wait_listening
 
 #: How long the server may take to listen (a JVM start on a busy 2-core machine).
 START_SECONDS = 120
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @contextmanager
@@ -64,12 +56,7 @@ def connect_server(workdir: Path, master: str = "local[2]") -> Iterator[str]:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                   cwd=workdir, start_new_session=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while not _listening(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the Spark Connect server did not start ({log}): {tail}")
-            time.sleep(0.5)
+        wait_listening(server, port, log, "the Spark Connect server", START_SECONDS)
         yield f"sc://127.0.0.1:{port}"
     finally:
         stop_group(server)
