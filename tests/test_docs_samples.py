@@ -105,6 +105,7 @@ REGISTRY: dict[str, str] = {
     "spark-retention-behind": f"{RETENTION}::test_dbt_retention_keeps_consumers_exactly_once",
     "shared-catalog-init": SHARED_CATALOG,
     "shared-catalog-profiles": SHARED_CATALOG,
+    "object-store-catalog": "tests/test_object_store.py::test_a_state_model_on_an_s3a_warehouse_equals_the_source",  # noqa: E501
     "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
     "operations-retention-spark": f"{RETENTION}::{RETENTION_CLI}",
     "operations-retention-spark-output": f"{RETENTION}::{RETENTION_CLI}",
