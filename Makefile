@@ -33,15 +33,18 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Delta Lake and Iceberg jars for the local Spark session, fetched by Maven from
-# jars/pom.xml into $(JARS) (read by changefeed.local_spark; CHANGEFEED_JARS overrides it).
-# Re-fetched only when the pom changes.
+# jars/pom.xml into $(JARS) (read by changefeed.local_spark; CHANGEFEED_JARS overrides it),
+# and Hadoop's S3A connector from jars/s3a/pom.xml, with its transitive dependencies (the
+# AWS SDK's modules; that pom says why). Re-fetched only when a pom changes.
 JARS ?= .jars
-JARS_STAMP := $(JARS)/.fetched-$(shell cksum jars/pom.xml | cut -d' ' -f1)
+JARS_POMS := jars/pom.xml jars/s3a/pom.xml
+JARS_STAMP := $(JARS)/.fetched-$(shell cat $(JARS_POMS) | cksum | cut -d' ' -f1)
 
-$(JARS_STAMP): jars/pom.xml
-	@echo "changefeed: fetching the Delta Lake, Iceberg and PostgreSQL JDBC jars with Maven into $(JARS) (a minute or two the first time; again only when jars/pom.xml changes)"
+$(JARS_STAMP): $(JARS_POMS)
+	@echo "changefeed: fetching the Delta Lake, Iceberg, PostgreSQL JDBC and S3A jars with Maven into $(JARS) (a minute or two the first time; again only when jars/pom.xml or jars/s3a/pom.xml changes)"
 	@rm -rf $(JARS)
 	mvn -q -f jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true -DoutputDirectory=$(abspath $(JARS))
+	mvn -q -f jars/s3a/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JARS))
 	@touch $@
 
 jars: $(JARS_STAMP)

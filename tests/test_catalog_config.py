@@ -30,7 +30,8 @@ def test_spark_conf_dir_with_the_marker_is_the_shared_catalog(
 ) -> None:
     monkeypatch.setenv("SPARK_CONF_DIR", str(_catalog_dir(tmp_path)))
     found = catalog.configured()
-    assert found == catalog.Catalog(directory=tmp_path, warehouse=tmp_path / "wh", port=5)
+    # (a catalog.json of before warehouses could be URIs: an absolute path, read as such)
+    assert found == catalog.Catalog(directory=tmp_path, warehouse=str(tmp_path / "wh"), port=5)
     assert found.jdbc_url == "jdbc:postgresql://127.0.0.1:5/metastore"
 
 
@@ -53,6 +54,88 @@ def test_warehouse_next_to_a_shared_catalog_is_refused(
     assert shared_catalog(None) == catalog.configured()
 
 
+def _fake_jars(where: Path, *names: str) -> None:
+    """Empty files named as `make jars` names them: the jar checks look at names only."""
+    where.mkdir()
+    for name in ("postgresql-42.7.8.jar", "delta-spark_4.1_2.13-4.4.0.jar",
+                 "delta-storage-4.4.0.jar", "iceberg-spark-runtime-4.1_2.13-1.12.0.jar",
+                 *names):  # fmt: skip
+        (where / name).touch()
+
+
+def test_an_object_store_warehouse_is_kept_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert catalog._location("s3a://bucket/wh/") == "s3a://bucket/wh"
+    assert catalog._location("wh") == str(tmp_path / "wh")
+    _fake_jars(tmp_path / "jars", "hadoop-aws-3.4.2.jar")
+    monkeypatch.setenv("CHANGEFEED_JARS", str(tmp_path / "jars"))
+    shared = catalog.Catalog(tmp_path / "cat", "s3a://bucket/wh", 5)
+    conf = shared.spark_conf()
+    assert conf["spark.sql.warehouse.dir"] == "s3a://bucket/wh"
+    assert conf["spark.sql.catalog.iceberg.warehouse"] == "s3a://bucket/wh/iceberg"
+    # Another warehouse for an existing catalog is refused before anything starts.
+    (tmp_path / "cat").mkdir()
+    (tmp_path / "cat" / "catalog.json").write_text(
+        json.dumps({"warehouse": "s3a://bucket/wh", "port": 5})
+    )
+    with pytest.raises(catalog.CatalogError, match=(
+        r"keeps its tables in s3a://bucket/wh, not s3a://bucket/other: leave out --warehouse"
+    )):  # fmt: skip
+        catalog.init(tmp_path / "cat", warehouse="s3a://bucket/other")
+
+
+def test_an_s3a_warehouse_without_the_connector_names_make_jars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_jars(tmp_path / "jars")
+    monkeypatch.setenv("CHANGEFEED_JARS", str(tmp_path / "jars"))
+    with pytest.raises(catalog.CatalogError, match=(
+        r"Hadoop's S3A connector for s3a:// locations \(hadoop-aws-\*\.jar\) is not in "
+        r".*; run `make jars` \(Maven fetches it from jars/s3a/pom.xml\)"
+    )):  # fmt: skip
+        catalog.init(tmp_path / "cat", warehouse="s3a://bucket/wh")
+    assert not (tmp_path / "cat" / "catalog.json").exists()
+
+
+def test_init_rewrites_its_settings_and_keeps_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is below the file's last comment survives a rewrite, and wins over the same
+    key above it (as in Spark's own reading of the file: a later line wins)."""
+    _fake_jars(tmp_path / "jars", "hadoop-aws-3.4.2.jar")
+    monkeypatch.setenv("CHANGEFEED_JARS", str(tmp_path / "jars"))
+    shared = catalog.Catalog(tmp_path, "s3a://bucket/wh", 5)
+    catalog.write_conf(shared)
+    conf_file = tmp_path / "conf" / catalog.CONF_FILE
+    assert conf_file.read_text().endswith(catalog.USER_SECTION + "\n")
+    assert shared.user_conf() == {}
+    mine = ("spark.hadoop.fs.s3a.endpoint http://127.0.0.1:9000\n"
+            "# a comment of mine\nspark.master=local[1]\nspark.driver.memory: 1g\n")  # fmt: skip
+    with conf_file.open("a") as out:
+        out.write(mine)
+    conf_file.write_text(conf_file.read_text().replace("local[2]", "local[3]", 1))
+    catalog.write_conf(catalog.Catalog(tmp_path, "s3a://bucket/wh", 6))
+    text = conf_file.read_text()
+    assert text.endswith(f"{catalog.USER_SECTION}\n{mine}")
+    assert "local[3]" not in text and "127.0.0.1:6/metastore" in text
+    assert shared.user_conf() == {"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+                                  "spark.master": "local[1]", "spark.driver.memory": "1g"}
+    assert not (tmp_path / "conf" / (catalog.CONF_FILE + ".partial")).exists()
+
+
+def test_an_object_store_warehouse_needs_the_shared_catalog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    with pytest.raises(CliError, match=(
+        r"--warehouse s3a://bucket/wh is not a local directory.*changefeed catalog init "
+        r"--warehouse s3a://bucket/wh\) and export its SPARK_CONF_DIR"
+    )):  # fmt: skip
+        shared_catalog("s3a://bucket/wh")
+
+
 def test_stop_without_a_catalog_names_init(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -73,7 +156,7 @@ def test_a_spark_start_says_so_on_a_terminal_only(tmp_path: Path) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        shared = catalog.Catalog(tmp_path, tmp_path / "warehouse", server.getsockname()[1])
+        shared = catalog.Catalog(tmp_path, str(tmp_path / "warehouse"), server.getsockname()[1])
         script = tmp_path / "spark-env.sh"
         script.write_text(catalog.launcher_script(shared, python="/nowhere/python"))
         command = ["bash", "-c", f". {script}"]

@@ -29,9 +29,12 @@ from tests.support.dbt_harness import package_project
 from tests.support.doc_blocks import sample
 from tests.support.shared_catalog import (
     CLI,
+    DBT_PROCESS_HEAD,
     init_catalog,
     landed_source,
+    log_text,
     process_env,
+    wait_for,
     write_profile,
 )
 
@@ -60,19 +63,7 @@ where {{ changefeed.feed_safe_point(source('landed', 'landed_orders'), 'e') }}
 #: The dbt process: deps; two runs while the landing runs (from when the test writes
 #: ``landed``); once the test writes ``landing-stopped``, a last run, and the consumer's
 #: rows dumped to ``consumer.json``.
-DBT_PROCESS = """
-import json, sys, time
-from pathlib import Path
-from dbt.cli.main import dbtRunner
-
-work, project = Path(sys.argv[1]), sys.argv[2]
-common = ["--project-dir", project, "--profiles-dir", str(work), "--log-path",
-          str(work / "logs"), "--no-version-check"]
-def dbt(*args):
-    result = dbtRunner().invoke([*args, *common])
-    if not result.success:
-        raise SystemExit(f"dbt {args} failed: {result.exception or result.result}")
-dbt("deps")
+DBT_PROCESS = DBT_PROCESS_HEAD + """
 while not (work / "landed").exists():  # the test's go: the landed table exists
     time.sleep(0.2)
 for n in (1, 2):
@@ -96,23 +87,6 @@ def _writer(uri: str, feed: str, stop: threading.Event) -> None:
         kit.write_many_blocking(uri, feed, SHARDS[i % len(SHARDS)], key, size, size)
         key, i = key + size, i + 1
         time.sleep(0.05)
-
-
-def _wait_for(
-    predicate: Any, what: str, timeout: float, procs: list[subprocess.Popen[str]]
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        for proc in procs:
-            if proc.poll() is not None:
-                pytest.fail(f"{proc.args[:4]} exited ({proc.returncode}) while waiting for {what}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout} s")
-        time.sleep(0.2)
-
-
-def _log(path: Path) -> str:
-    return path.read_text() if path.exists() else ""
 
 
 @pytest.mark.timeout(1800)  # four Spark processes at once: 3-7 min on a loaded 2-core machine
@@ -151,7 +125,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
                 start_new_session=True,
             )  # fmt: skip
         procs.append(dbt_proc)
-        _wait_for(lambda: ": batch 1," in _log(land_log), "first landed batch", 300, procs)
+        wait_for(lambda: ": batch 1," in log_text(land_log), "first landed batch", 300, procs)
         timings["first batch"] = time.monotonic() - started
 
         (tmp_path / "landed").touch()
@@ -170,7 +144,7 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
         timings["status"] = time.monotonic() - started
         assert landing.poll() is None and dbt_proc.poll() is None, "both still running"
 
-        _wait_for(lambda: (tmp_path / "run-2").exists(), "second dbt run", 300, procs)
+        wait_for(lambda: (tmp_path / "run-2").exists(), "second dbt run", 300, procs)
         timings["dbt runs"] = time.monotonic() - started
         stop_writing.set()
         writer.join()
@@ -179,12 +153,12 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
         # Caught up: a run that ended well after the last commit found nothing new (with
         # --verbose the landing prints every run, each 0.5 s).
         time.sleep(2.5)
-        mark = len(_log(land_log))
-        _wait_for(lambda: _caught_up(_log(land_log)[mark:]), "caught-up landing", 120, [landing])
+        mark = len(log_text(land_log))
+        wait_for(lambda: _caught_up(log_text(land_log)[mark:]), "caught-up landing", 120, [landing])
         landing.send_signal(signal.SIGINT)
-        assert landing.wait(60) == 0, _log(land_log)[-3000:]
+        assert landing.wait(60) == 0, log_text(land_log)[-3000:]
         (tmp_path / "landing-stopped").touch()
-        assert dbt_proc.wait(240) == 0, _log(dbt_log)[-5000:]
+        assert dbt_proc.wait(240) == 0, log_text(dbt_log)[-5000:]
         timings["total"] = time.monotonic() - started
     finally:
         stop_writing.set()

@@ -70,8 +70,9 @@ def lakehouse_jars(spark_version: str | None = None) -> list[Path]:
     return jars
 
 
-def lakehouse_conf(jars: list[Path], warehouse: Path) -> dict[str, str]:
-    """Spark settings for parquet, delta and iceberg tables side by side in one session."""
+def lakehouse_conf(jars: list[Path], warehouse: str | Path) -> dict[str, str]:
+    """Spark settings for parquet, delta and iceberg tables side by side in one session;
+    ``warehouse`` is a local directory or a URI (``s3a://bucket/path``)."""
     return {
         "spark.jars": ",".join(str(jar) for jar in jars),
         "spark.sql.extensions": ",".join(
@@ -86,18 +87,34 @@ def lakehouse_conf(jars: list[Path], warehouse: Path) -> dict[str, str]:
         "spark.databricks.delta.snapshotPartitions": "2",
         f"spark.sql.catalog.{ICEBERG_CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
         f"spark.sql.catalog.{ICEBERG_CATALOG}.type": "hadoop",
-        f"spark.sql.catalog.{ICEBERG_CATALOG}.warehouse": str(warehouse / "iceberg"),
+        # A string join, not a Path's: Path would fold s3a:// into s3a:/.
+        f"spark.sql.catalog.{ICEBERG_CATALOG}.warehouse": f"{str(warehouse).rstrip('/')}/iceberg",
     }
 
 
 def postgresql_driver() -> Path:
     """PostgreSQL's JDBC driver (jars/pom.xml), which the shared catalog's metastore uses;
     raises naming the fix if it is not in the jars directory."""
+    return _one_jar("postgresql-*.jar", "PostgreSQL's JDBC driver", "jars/pom.xml", "it")
+
+
+def s3a_connector() -> Path:
+    """Hadoop's S3A connector (jars/s3a/pom.xml), which ``s3a://`` locations need; raises
+    naming the fix if it is not in the jars directory."""
+    return _one_jar(
+        "hadoop-aws-*.jar",
+        "Hadoop's S3A connector for s3a:// locations",
+        "jars/s3a/pom.xml",
+        "it and the AWS SDK modules of that pom",
+    )
+
+
+def _one_jar(pattern: str, what: str, pom: str, holding: str) -> Path:
     where = jars_dir()
-    found = sorted(where.glob("postgresql-*.jar")) if where.is_dir() else []
+    found = sorted(where.glob(pattern)) if where.is_dir() else []
     if not found:
         raise LakehouseJarsMissing(
-            f"PostgreSQL's JDBC driver (postgresql-*.jar) is not in {where}; run `make jars` "
-            f"(Maven fetches it from jars/pom.xml), or set {ENV_VAR} to a directory holding it"
+            f"{what} ({pattern}) is not in {where}; run `make jars` (Maven fetches it from "
+            f"{pom}), or set {ENV_VAR} to a directory holding {holding}"
         )
     return found[-1]

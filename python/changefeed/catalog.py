@@ -8,8 +8,10 @@ launcher applies it to the CLI's session and to dbt-spark's ``method: session`` 
 so the one file is the one place the catalog is configured.
 
     <dir>/postgres/             the metastore server's data directory
-    <dir>/warehouse/            the tables' files (unless --warehouse names another)
-    <dir>/conf/spark-defaults.conf
+    <dir>/warehouse/            the tables' files (unless --warehouse names another
+                                directory, or an object store's URI: s3a://bucket/path)
+    <dir>/conf/spark-defaults.conf  ending in a section of the user's own settings, which
+                                init keeps (:data:`USER_SECTION`)
     <dir>/conf/spark-env.sh     starts a stopped server before any Spark driver starts
     <dir>/conf/log4j2.properties  Spark's warnings, without the routine ones
     <dir>/catalog.json          port and warehouse, read back by later commands
@@ -24,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -44,6 +47,11 @@ from changefeed.errors import ChangefeedError
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
 MARKER = "spark.changefeed.catalog"
 CONF_FILE = "spark-defaults.conf"
+#: The last line of spark-defaults.conf that ``init`` writes: what the user adds below it
+#: (an object store's endpoint and credentials) is kept when ``init`` rewrites the file.
+#: Spark reads the file top down and a later line wins, so a key set there also overrides
+#: the catalog's own value above it.
+USER_SECTION = "# Your own settings below this line are kept by `changefeed catalog init`."
 #: Sourced by Spark's launcher (bin/load-spark-env.sh) from SPARK_CONF_DIR before it
 #: starts a driver JVM: the one hook that also runs for dbt-spark's ``method: session``.
 ENV_FILE = "spark-env.sh"
@@ -74,6 +82,10 @@ METASTORE_DB = "metastore"
 SPARK_STARTING = "changefeed: starting Spark (10 to 60 s)"
 ANNOUNCED = "CHANGEFEED_SPARK_ANNOUNCED"
 HOST = "127.0.0.1"
+#: A location with a scheme (s3a://, hdfs://, file://): Spark's to reach, kept as given.
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: A line of a Java properties file: the key, an optional ``=`` or ``:``, the value.
+_PROPERTY = re.compile(r"([^\s=:]+)\s*[=:]?\s*(.*)")
 #: A table of our own in the metastore database, created once every Hive table is.
 _SCHEMA_CREATED = "changefeed_schema_created"
 
@@ -85,7 +97,8 @@ class CatalogError(ChangefeedError, RuntimeError):
 @dataclass(frozen=True)
 class Catalog:
     directory: Path
-    warehouse: Path
+    #: Where the tables live: an absolute local path, or a URI (``s3a://bucket/path``).
+    warehouse: str
     port: int
 
     @property
@@ -107,7 +120,7 @@ class Catalog:
             MARKER: str(self.directory),
             **LOCAL_CONF,
             "spark.sql.catalogImplementation": "hive",
-            "spark.sql.warehouse.dir": str(self.warehouse),
+            "spark.sql.warehouse.dir": self.warehouse,
             # The metastore's class loader sees the driver only on the JVM's class path:
             # spark.jars is added later, to a loader the Hive client does not search.
             "spark.driver.extraClassPath": str(driver),
@@ -134,6 +147,49 @@ class Catalog:
             )
         return conf
 
+    def user_conf(self) -> dict[str, str]:
+        """The settings of spark-defaults.conf's user section (below :data:`USER_SECTION`)."""
+        return _properties(_user_section(self.conf_dir / CONF_FILE))
+
+
+def is_uri(location: str | Path) -> bool:
+    """Whether ``location`` names its file system by a scheme (``s3a://bucket/path``)
+    rather than being a local path."""
+    return bool(_URI.match(str(location)))
+
+
+def _location(warehouse: str | Path) -> str:
+    """A warehouse as catalog.json keeps it: a URI as given (without a trailing ``/``), a
+    local path made absolute."""
+    if is_uri(warehouse):
+        return str(warehouse).rstrip("/")
+    return str(Path(warehouse).resolve())
+
+
+def _user_section(conf_file: Path) -> str:
+    """What follows :data:`USER_SECTION` in ``conf_file`` ("" without the file or line)."""
+    try:
+        text = conf_file.read_text()
+    except FileNotFoundError:
+        return ""
+    _, found, kept = text.partition(USER_SECTION + "\n")
+    return kept if found else ""
+
+
+def _properties(text: str) -> dict[str, str]:
+    """``key value`` lines as Spark reads spark-defaults.conf (a Java properties file: the
+    key ends at the first blank, ``=`` or ``:``; ``#`` and ``!`` start comments); a later
+    line wins. Continuation lines (a trailing ``\\``) are not joined."""
+    settings = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = _PROPERTY.match(line)
+        if match:
+            settings[match[1]] = match[2].strip()
+    return settings
+
 
 def configured() -> Catalog | None:
     """The shared catalog that ``SPARK_CONF_DIR`` names, or None (the Derby default)."""
@@ -159,48 +215,77 @@ def load(directory: Path) -> Catalog:
             f"{directory} holds no shared catalog (no catalog.json): run "
             f"`changefeed catalog init --dir {directory}`"
         ) from None
-    return Catalog(directory=directory, warehouse=Path(state["warehouse"]), port=state["port"])
+    return Catalog(directory=directory, warehouse=str(state["warehouse"]), port=state["port"])
 
 
 def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catalog:
-    """Create (or find) the catalog in ``directory``, start its server, write its conf."""
+    """Create (or find) the catalog in ``directory``, start its server, write its conf.
+
+    ``warehouse``: a local directory (made absolute), or a URI that Spark reaches through
+    a Hadoop file system (``s3a://bucket/path``), kept as given."""
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
+    location = _location(warehouse) if warehouse is not None else None
     with _locked(directory):
         state_file = directory / "catalog.json"
         if state_file.exists():
             catalog = load(directory)
-            if warehouse is not None and Path(warehouse).resolve() != catalog.warehouse:
+            if location is not None and location != catalog.warehouse:
                 raise CatalogError(
                     f"the catalog in {directory} keeps its tables in {catalog.warehouse}, "
-                    f"not {Path(warehouse).resolve()}: leave out --warehouse, or use "
-                    "another --dir"
+                    f"not {location}: leave out --warehouse, or use another --dir"
                 )
         else:
             catalog = Catalog(
                 directory=directory,
-                warehouse=Path(warehouse).resolve() if warehouse else directory / "warehouse",
+                warehouse=location or str(directory / "warehouse"),
                 port=_free_port(),
             )
+        if catalog.warehouse.startswith("s3a://"):
+            try:
+                _jars.s3a_connector()
+            except _jars.LakehouseJarsMissing as exc:
+                raise CatalogError(str(exc)) from None
         # Written first: the port it names is the server's from the first start on.
         state_file.write_text(
             json.dumps({"warehouse": str(catalog.warehouse), "port": catalog.port}) + "\n"
         )
         _start_server(catalog)
         _create_database(catalog)
-        catalog.warehouse.mkdir(parents=True, exist_ok=True)
-        catalog.conf_dir.mkdir(exist_ok=True)
-        conf = "".join(f"{key} {value}\n" for key, value in catalog.spark_conf().items())
-        (catalog.conf_dir / CONF_FILE).write_text(
-            "# Written by `changefeed catalog init`; every Spark process that reads it\n"
-            "# (SPARK_CONF_DIR) shares one catalog. Run the command again to rewrite it.\n" + conf
-        )
-        (catalog.conf_dir / ENV_FILE).write_text(launcher_script(catalog))
-        (catalog.conf_dir / LOG_FILE).write_text(logging_properties())
+        if not is_uri(catalog.warehouse):
+            Path(catalog.warehouse).mkdir(parents=True, exist_ok=True)
+        write_conf(catalog)
     with schema_lock(catalog):
         if not schema_ready(catalog):
             _create_schema(catalog)
     return catalog
+
+
+def write_conf(catalog: Catalog) -> None:
+    """Write the files of ``<dir>/conf``; of an existing spark-defaults.conf, the user's
+    section (below :data:`USER_SECTION`) is kept."""
+    catalog.conf_dir.mkdir(exist_ok=True)
+    conf_file = catalog.conf_dir / CONF_FILE
+    conf = "".join(f"{key} {value}\n" for key, value in catalog.spark_conf().items())
+    _replace(
+        conf_file,
+        "# Written by `changefeed catalog init`; every Spark process that reads it\n"
+        "# (SPARK_CONF_DIR) shares one catalog. Run the command again to rewrite it: it\n"
+        "# rewrites the lines above the last comment and keeps those below it.\n"
+        + conf
+        + USER_SECTION
+        + "\n"
+        + _user_section(conf_file),
+    )
+    (catalog.conf_dir / ENV_FILE).write_text(launcher_script(catalog))
+    (catalog.conf_dir / LOG_FILE).write_text(logging_properties())
+
+
+def _replace(path: Path, text: str) -> None:
+    # A killed init leaves the old file, with the user's section, not half a new one.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def logging_properties() -> str:

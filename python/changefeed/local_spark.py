@@ -54,6 +54,7 @@ def local_spark_session(
     # Python workers default to `python3` on PATH, which lacks pyarrow/pandas when the
     # driver runs from a venv that is not activated (`.venv/bin/python -m pytest`).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warehouse: str | Path
     if catalog is not None:
         warehouse = catalog.warehouse
     elif warehouse_dir:
@@ -77,13 +78,16 @@ def local_spark_session(
                 builder = builder.config(key, value)
     if catalog is not None:
         ensure_running(catalog)
-        for key, value in catalog.spark_conf().items():
+        # Spark reads spark-defaults.conf's user section last, so it wins there; set here
+        # after the catalog's own, it wins for this session too (a builder's setting
+        # overrides the file's).
+        for key, value in {**catalog.spark_conf(), **catalog.user_conf()}.items():
             builder = builder.config(key, value)
         builder = builder.enableHiveSupport()
     elif hive:
         builder = builder.config(
             "spark.hadoop.javax.jdo.option.ConnectionURL",
-            f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true",
+            f"jdbc:derby:;databaseName={Path(warehouse) / 'metastore_db'};create=true",
         ).enableHiveSupport()
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

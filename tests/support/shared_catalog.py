@@ -8,14 +8,35 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 #: The profile name of tests/support/dbt_harness.package_project.
 PROFILE = "changefeed_integration_tests"
 CLI = [sys.executable, "-m", "changefeed.cli"]
+
+#: The start of a dbt process's script (``python -c SCRIPT WORK PROJECT``): ``dbt(*args)``
+#: runs dbt on the project with the profile and logs of the work directory and ends the
+#: process naming a failure; ``dbt("deps")`` has run.
+DBT_PROCESS_HEAD = """
+import json, sys, time
+from pathlib import Path
+from dbt.cli.main import dbtRunner
+
+work, project = Path(sys.argv[1]), sys.argv[2]
+common = ["--project-dir", project, "--profiles-dir", str(work), "--log-path",
+          str(work / "logs"), "--no-version-check"]
+def dbt(*args):
+    result = dbtRunner().invoke([*args, *common])
+    if not result.success:
+        raise SystemExit(f"dbt {args} failed: {result.exception or result.result}")
+dbt("deps")
+"""
 
 
 def landed_source(schema: str, table: str = "landed_orders") -> str:
@@ -59,3 +80,23 @@ def write_profile(documented: str, profiles_dir: Path, schema: str) -> None:
     output = {**profile_doc["outputs"][profile_doc["target"]], "schema": schema}
     profile = {"target": "spark", "outputs": {"spark": output}}
     (profiles_dir / "profiles.yml").write_text(yaml.safe_dump({PROFILE: profile}))
+
+
+def wait_for(
+    predicate: Any, what: str, timeout: float, procs: list[subprocess.Popen[str]]
+) -> None:
+    """Until ``predicate()``; the test fails if one of ``procs`` exits first, or after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        for proc in procs:
+            if proc.poll() is not None:
+                pytest.fail(f"{proc.args[:4]} exited ({proc.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout} s")
+        time.sleep(0.2)
+
+
+def log_text(path: Path) -> str:
+    """A process's log so far ("" before it is created)."""
+    return path.read_text() if path.exists() else ""

@@ -44,7 +44,7 @@ def wait_listening(name: str, process: subprocess.Popen[bytes], port: int, log: 
     while not listening(port):
         if process.poll() is not None or time.monotonic() > deadline:
             tail = log.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the Spark {name} did not start ({log}): {tail}")
+            raise RuntimeError(f"the {name} did not start ({log}): {tail}")
         time.sleep(0.5)
 
 

@@ -53,7 +53,7 @@ def connect_server(workdir: Path, master: str = "local[2]") -> Iterator[str]:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                   cwd=workdir, start_new_session=True)  # fmt: skip
     try:
-        wait_listening("Connect server", server, port, log)
+        wait_listening("Spark Connect server", server, port, log)
         yield f"sc://127.0.0.1:{port}"
     finally:
         stop_group(server)

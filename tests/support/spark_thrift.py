@@ -45,7 +45,7 @@ def thrift_server(documented: str, master: str, env: dict[str, str],
                                   env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, cwd=workdir,
                                   start_new_session=True)  # fmt: skip
     try:
-        wait_listening("Thrift server", server, port, log)
+        wait_listening("Spark Thrift server", server, port, log)
         yield port
     finally:
         stop_group(server)

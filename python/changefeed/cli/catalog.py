@@ -1,6 +1,6 @@
 """``changefeed catalog``: the shared catalog of a project's Spark processes.
 
-    changefeed catalog init [--dir .changefeed/catalog] [--warehouse DIR]
+    changefeed catalog init [--dir .changefeed/catalog] [--warehouse DIR | s3a://BUCKET/PATH]
     export SPARK_CONF_DIR=$PWD/.changefeed/catalog/conf
     changefeed catalog stop [--dir .changefeed/catalog]
 
@@ -9,7 +9,8 @@ metastore's tables, and writes ``<dir>/conf/spark-defaults.conf``. Every Spark p
 started with ``SPARK_CONF_DIR`` naming that directory (``changefeed land``, ``changefeed
 status --consumer``, ``dbt run`` with dbt-spark's ``method: session``, your own pyspark)
 then sees the same tables, at the same time. ``init`` again is harmless: it starts the
-server if it is stopped (after a reboot) and rewrites the file.
+server if it is stopped (after a reboot) and rewrites the file, keeping the settings below
+its last comment (an object store's endpoint and credentials: docs/deploying.md).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--dir", default=DEFAULT_DIR,
                         help=f"the catalog's directory (default {DEFAULT_DIR})")  # fmt: skip
     parser.add_argument("--warehouse",
-                        help="init: the tables' directory (default <dir>/warehouse)")  # fmt: skip
+                        help="init: the tables' directory (default <dir>/warehouse), or an "
+                        "object store's URI, s3a://BUCKET/PATH")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +72,13 @@ def shared_catalog(warehouse: str | None) -> Any:
         shared = catalog.configured()
     except catalog.CatalogError as exc:
         raise CliError(str(exc)) from None
+    if shared is None and warehouse is not None and catalog.is_uri(warehouse):
+        raise CliError(
+            f"--warehouse {warehouse} is not a local directory, and without a shared catalog "
+            "the warehouse directory also holds the Derby metastore: set up the shared "
+            f"catalog on it (changefeed catalog init --warehouse {warehouse}) and export "
+            "its SPARK_CONF_DIR instead of passing --warehouse"
+        )
     if shared is not None and warehouse is not None:
         raise CliError(
             f"--warehouse {warehouse} and the shared catalog of SPARK_CONF_DIR (tables in "
