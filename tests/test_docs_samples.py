@@ -108,7 +108,8 @@ REGISTRY: dict[str, str] = {
     "shared-catalog-profiles": SHARED_CATALOG,
     "deploying-thrift-server": CLUSTER,
     "deploying-thrift-profile": CLUSTER,
-    "object-store-catalog": "tests/test_object_store.py::test_a_state_model_on_an_s3a_warehouse_equals_the_source",  # noqa: E501
+    "object-store-catalog": CLUSTER,
+    "deploying-spark-submit": CLUSTER,
     "spark-retention-meta": f"{RETENTION}::test_the_documented_meta_is_the_tested_one",
     "operations-retention-spark": f"{RETENTION}::{RETENTION_CLI}",
     "operations-retention-spark-output": f"{RETENTION}::{RETENTION_CLI}",

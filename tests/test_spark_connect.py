@@ -7,11 +7,13 @@ again while a writer keeps writing, the parquet landing executing a snapshot; ev
 equals the source, every live event landed once, and the tasks ran on both workers; a
 landing service of two targets, and retention on parquet and Delta; ``changefeed land
 --spark existing`` with ``SPARK_REMOTE`` naming the server. Then, once the server has
-stopped, a shared catalog whose drivers run on the cluster: ``changefeed land --spark
-existing --conf spark.master=spark://...``, a dbt ``method: session`` run with the master
-in its ``server_side_parameters``, and the Thrift server as docs/deploying.md starts it
-with dbt's ``method: thrift`` on it; each model equals the source. One cluster for all of
-it (its JVMs cost starts of their own)."""
+stopped, a shared catalog whose warehouse is on an S3-compatible object store (moto's
+server on 127.0.0.1, the nodes holding its keys) and whose drivers run on the cluster, set
+up as docs/deploying.md says: ``changefeed land --spark existing --conf
+spark.master=spark://...``, a dbt ``method: session`` run with the master in its
+``server_side_parameters``, and the Thrift server with dbt's ``method: thrift`` on it;
+each model equals the source, and every table's files are in the bucket, none on the
+local disk. One cluster for all of it (its JVMs cost starts of their own)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from tests.support import spark_source as kit
 from tests.support.dbt_harness import package_project
 from tests.support.doc_blocks import sample
 from tests.support.real_parts import unavailable
-from tests.support.shared_catalog import CLI, PROFILE, init_catalog, landed_source, process_env
+from tests.support.shared_catalog import CLI, PROFILE, landed_source, process_env, shell
 
 # about 150 s (a cluster, a Connect server, a Thrift server, three drivers): make test
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
@@ -56,12 +58,14 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
 ) -> None:
     try:
         import grpc  # noqa: F401
+        from tests.support.s3_server import credentials_env, s3_server
         from tests.support.spark_cluster import standalone_cluster
         from tests.support.spark_connect import connect_server, remote_session
 
         from changefeed import _jars
 
         _jars.lakehouse_jars()
+        _jars.s3a_connector()
     except (ImportError, _jars.LakehouseJarsMissing) as exc:
         unavailable("Spark Connect", f"{type(exc).__name__}: {exc}")
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
@@ -69,8 +73,12 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
     options = kit.options(pg_uri, feed, payload="true")
     with contextlib.ExitStack() as outer:
         (tmp_path / "cluster").mkdir()
+        server = outer.enter_context(s3_server(tmp_path, BUCKET))
         try:
-            cluster = outer.enter_context(standalone_cluster(tmp_path / "cluster"))
+            # the nodes have the object store's keys, as from a node's own set-up
+            cluster = outer.enter_context(
+                standalone_cluster(tmp_path / "cluster", node_env=credentials_env())
+            )
         except RuntimeError as exc:
             unavailable("Spark cluster", str(exc))
         with contextlib.ExitStack() as stack:
@@ -81,8 +89,10 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
             remote = stack.enter_context(remote_session(address))
             _on_connect(remote, cluster, address, options, pg_uri, feed, dbt, tmp_path)
         documented = {"server": sample("deploying-thrift-server"),
-                      "profile": sample("deploying-thrift-profile")}  # fmt: skip
-        _shared_catalog_on_the_cluster(cluster, documented, pg_uri, feed, dbt, tmp_path)
+                      "profile": sample("deploying-thrift-profile"),
+                      "object_store": sample("object-store-catalog"),
+                      "spark_submit": sample("deploying-spark-submit")}  # fmt: skip
+        _shared_catalog_on_the_cluster(cluster, server, documented, pg_uri, feed, dbt, tmp_path)
 
 
 def _on_connect(spark: Any, cluster: Any, address: str, options: dict[str, str], pg_uri: str,
@@ -152,13 +162,14 @@ def _on_connect(spark: Any, cluster: Any, address: str, options: dict[str, str],
 #: The dbt project of the cluster's shared catalog: a consumer and a current state run
 #: through the Thrift server, a Delta current state by a ``method: session`` driver.
 CLUSTER_SCHEMA = "cf_cluster"
+BUCKET = "changefeed-test"
 CLUSTER_MODELS = {
     "sources.yml": landed_source(CLUSTER_SCHEMA, "landed"),
     "orders_consumer.sql": """{{ config(materialized='incremental',
     incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
     file_format='parquet') }}
-select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
-    {{ changefeed.feed_batch() }} as changefeed_batch
+select e.shard_id, e.ulid, e.id, e.changefeed_operation,
+    e.changefeed_batch as changefeed_feed_batch, {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ source('landed', 'landed') }} as e
 where {{ changefeed.feed_safe_point(source('landed', 'landed'), 'e') }}
 {% if is_incremental() %}
@@ -178,17 +189,32 @@ from {{ changefeed.feed_events(source('landed', 'landed'), this) }} as e
 }
 
 
-def _shared_catalog_on_the_cluster(cluster: Any, documented: dict[str, str], pg_uri: str,
-                                   feed: str, dbt: Any, tmp_path: Path) -> None:  # fmt: skip
-    """A shared catalog whose Spark drivers run on the cluster: `changefeed land` with the
-    master by --conf, dbt's `method: session` with it in server_side_parameters, and the
-    Thrift server started as docs/deploying.md says, with dbt's `method: thrift` on it."""
+def _shared_catalog_on_the_cluster(cluster: Any, server: Any, documented: dict[str, str],
+                                   pg_uri: str, feed: str, dbt: Any,
+                                   tmp_path: Path) -> None:  # fmt: skip
+    """A shared catalog whose warehouse is on the object store and whose Spark drivers run
+    on the cluster, set up by docs/deploying.md's block: `changefeed land` with the master
+    by --conf, dbt's `method: session` with it in server_side_parameters, and the Thrift
+    server started as the page says, with dbt's `method: thrift` on it. Every table's
+    files are in the bucket, none on the local disk."""
+    from tests.support.s3_server import credentials_env, on_server
     from tests.support.spark_thrift import DOC_MASTER, DOC_PORT, thrift_server
+
+    from changefeed import catalog
+    from changefeed.catalog_tables import NeedsSpark, feed_heads
 
     work = tmp_path / "shared"
     work.mkdir()
-    env = {**process_env(), "PYSPARK_PYTHON": sys.executable}
-    init_catalog(sample("shared-catalog-init"), env, work)
+    env = {**process_env(), **credentials_env(), "PYSPARK_PYTHON": sys.executable}
+    out = shell(on_server(documented["object_store"], server), env, work)
+    warehouse = f"s3a://{server.bucket}/warehouse"
+    assert f"tables in {warehouse})" in out, out
+    directory = work / ".changefeed" / "catalog"
+    env["SPARK_CONF_DIR"] = str(directory / "conf")
+    settings = catalog.load(directory).user_conf()
+    assert settings["spark.hadoop.fs.s3a.endpoint"] == server.endpoint
+    shell("changefeed catalog init", env, work)  # again: the page's settings are kept
+    assert catalog.load(directory).user_conf() == settings
     landed = f"{CLUSTER_SCHEMA}.landed"
     command = [*CLI, "land", "--connection", pg_uri, "--feed", feed, "--table", landed,
                "--payload", "--spark", "existing", "--conf", f"spark.master={cluster.url}",
@@ -196,6 +222,16 @@ def _shared_catalog_on_the_cluster(cluster: Any, documented: dict[str, str], pg_
     run = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
                          timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
+    # then a snapshot of the source by spark-submit, as the page runs it, after new writes
+    kit.write_blocking(pg_uri, feed, 0, [{"id": 300, "v": "x"}, {"id": 1, "v": "y"}], ["id"])
+    apps = len(cluster.state()["completedapps"])
+    submit = documented["spark_submit"].replace("spark://master-host:7077", cluster.url)
+    submit = submit.replace("shop.orders", feed).replace("landing.shop_orders", landed)
+    # 768m: the test's workers have 1 GiB each
+    submit = submit.replace("spark-submit ", "spark-submit --conf spark.executor.memory=768m ")
+    out = shell(submit, {**env, "CHANGEFEED_CONNECTION": pg_uri}, work)
+    assert "snapshot" in out and "landed" in out, out
+    assert len(cluster.state()["completedapps"]) == apps + 1, "not run on the cluster"
 
     project = package_project(work / "project", "cf_cluster", CLUSTER_MODELS)
     (profile,) = yaml.safe_load(documented["profile"]).values()
@@ -238,9 +274,12 @@ def _shared_catalog_on_the_cluster(cluster: Any, documented: dict[str, str], pg_
 
             events = sorted((shard, ulid.hex().upper(), key)
                             for shard, ulid, key in kit.feed_rows(pg_uri, feed))  # fmt: skip
-            assert query(f"select shard_id, hex(ulid), id from {landed}") == events
+            live = "where changefeed_operation != 'snapshot'"
+            assert query(f"select shard_id, hex(ulid), id from {landed} {live}") == events
+            snapshot = query(f"select id from {landed} where changefeed_operation = 'snapshot'")
+            assert snapshot == sorted((key,) for key in _source(pg_uri, feed)), snapshot
             consumer = f"{CLUSTER_SCHEMA}.orders_consumer"
-            assert query(f"select shard_id, hex(ulid), id from {consumer}") == events
+            assert query(f"select shard_id, hex(ulid), id from {consumer} {live}") == events
             source = sorted((key, row["v"]) for key, row in _source(pg_uri, feed).items())
             for model in ("orders_current", "orders_current_delta"):
                 state = query(f"select id, payload.v from {CLUSTER_SCHEMA}.{model}")
@@ -248,6 +287,26 @@ def _shared_catalog_on_the_cluster(cluster: Any, documented: dict[str, str], pg_
         # the server's executors ran on both workers
         workers = cluster.state()["workers"]
         assert sorted(w["coresused"] for w in workers) == [1, 1], workers
+    _all_in_the_bucket(server, work, ["landed", "orders_consumer", "orders_current",
+                                      "orders_current_delta"])  # fmt: skip
+    # `changefeed status --consumer` reads only local files without Spark: it leaves these
+    # to a Spark of its own
+    with pytest.raises(NeedsSpark, match=f"{CLUSTER_SCHEMA}.landed lives on s3a://"):
+        feed_heads(catalog.load(directory), landed, [0])
+
+
+def _all_in_the_bucket(server: Any, work: Path, tables: list[str]) -> None:
+    """Each table's files are in the bucket (Delta's log too), and no table file is on the
+    local disk of the project."""
+    stored = server.keys("warehouse/")
+    for table in tables:
+        files = [k for k in stored if k.startswith(f"warehouse/{CLUSTER_SCHEMA}.db/{table}/")]
+        assert any(k.endswith(".parquet") for k in files), (table, stored)
+        if table.endswith("_delta"):
+            assert any("/_delta_log/" in k for k in files), (table, files)
+    table_dirs = ("_delta_log", f"{CLUSTER_SCHEMA}.db", "spark-warehouse", "metastore_db")
+    local = [p for p in work.rglob("*") if p.suffix == ".parquet" or p.name in table_dirs]
+    assert local == [], local
 
 
 def _service_and_retention(spark: Any, options: dict[str, str], pg_uri: str,

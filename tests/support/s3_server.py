@@ -46,6 +46,18 @@ class S3Server:
                 for item in page.get("Contents", [])]  # fmt: skip
 
 
+#: What docs/deploying.md's block ``object-store-catalog`` names, replaced with a test's.
+PAGE_BUCKET, PAGE_ENDPOINT = "my-bucket", "http://127.0.0.1:9000"
+
+
+def on_server(block: str, server: S3Server) -> str:
+    """The page's ``block``, on ``server`` and its bucket."""
+    assert PAGE_BUCKET in block and PAGE_ENDPOINT in block, block
+    return block.replace(f"s3a://{PAGE_BUCKET}/", f"s3a://{server.bucket}/").replace(
+        PAGE_ENDPOINT, server.endpoint
+    )
+
+
 def credentials_env() -> dict[str, str]:
     """The keys in the environment variables that S3A's default credential chain reads."""
     return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}

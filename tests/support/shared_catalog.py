@@ -100,3 +100,14 @@ def wait_for(
 def log_text(path: Path) -> str:
     """A process's log so far ("" before it is created)."""
     return path.read_text() if path.exists() else ""
+
+
+def shell(text: str, env: dict[str, str], cwd: Path) -> str:
+    """``text`` (a page's commands) in bash, ``changefeed`` being this checkout's; its
+    standard output."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", text], cwd=cwd,
+                          env={**env, "PATH": path}, capture_output=True, text=True,
+                          timeout=240)  # fmt: skip
+    assert done.returncode == 0, f"{text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout

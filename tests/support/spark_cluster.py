@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,11 +104,13 @@ class Cluster:
 
 
 @contextmanager
-def standalone_cluster(workdir: Path, workers: int = 2) -> Iterator[Cluster]:
+def standalone_cluster(workdir: Path, workers: int = 2,
+                       node_env: Mapping[str, str] | None = None) -> Iterator[Cluster]:  # fmt: skip
     """A running master with ``workers`` workers of one core and 1 GiB each until the block
     ends, the workers started at once; each worker (so its executors) has a temp directory
-    of its own, not the driver's. Raises RuntimeError naming the log of the daemon that did
-    not start."""
+    of its own, not the driver's, and ``node_env`` in its environment (what a node's own
+    set-up gives it, such as an object store's keys). Raises RuntimeError naming the log of
+    the daemon that did not start."""
     port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     with ExitStack() as stack:
@@ -121,7 +123,7 @@ def standalone_cluster(workdir: Path, workers: int = 2) -> Iterator[Cluster]:
         for i in range(workers):
             work = workdir / f"worker-{i}"
             (work / "tmp").mkdir(parents=True, exist_ok=True)
-            env = {**_environment(), "TMPDIR": str(work / "tmp"),
+            env = {**_environment(), **(node_env or {}), "TMPDIR": str(work / "tmp"),
                    "SPARK_LOCAL_DIRS": str(work / "tmp")}  # fmt: skip
             worker = _start(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", url,
                                             "--cores", "1", "--memory", "1g", "--work-dir",
