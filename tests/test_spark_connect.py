@@ -58,6 +58,7 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
 ) -> None:
     try:
         import grpc  # noqa: F401
+        from tests.support.node_python import node_python
         from tests.support.s3_server import credentials_env, s3_server
         from tests.support.spark_cluster import standalone_cluster
         from tests.support.spark_connect import connect_server, remote_session
@@ -74,16 +75,18 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
     with contextlib.ExitStack() as outer:
         (tmp_path / "cluster").mkdir()
         server = outer.enter_context(s3_server(tmp_path, BUCKET))
+        # the nodes' Python holds the wheel and its postgres extra only, as the page says;
+        # the nodes have the object store's keys, as from a node's own set-up
+        python = node_python(tmp_path)
         try:
-            # the nodes have the object store's keys, as from a node's own set-up
-            cluster = outer.enter_context(
-                standalone_cluster(tmp_path / "cluster", node_env=credentials_env())
-            )
+            cluster = outer.enter_context(standalone_cluster(
+                tmp_path / "cluster", node_env={**credentials_env(), "PYSPARK_PYTHON": python}
+            ))  # fmt: skip
         except RuntimeError as exc:
             unavailable("Spark cluster", str(exc))
         with contextlib.ExitStack() as stack:
             try:
-                address = stack.enter_context(connect_server(tmp_path, cluster.url))
+                address = stack.enter_context(connect_server(tmp_path, cluster.url, python))
             except RuntimeError as exc:
                 unavailable("Spark Connect", str(exc))
             remote = stack.enter_context(remote_session(address))
@@ -92,7 +95,8 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
                       "profile": sample("deploying-thrift-profile"),
                       "object_store": sample("object-store-catalog"),
                       "spark_submit": sample("deploying-spark-submit")}  # fmt: skip
-        _shared_catalog_on_the_cluster(cluster, server, documented, pg_uri, feed, dbt, tmp_path)
+        _shared_catalog_on_the_cluster(cluster, server, python, documented, pg_uri, feed, dbt,
+                                       tmp_path)  # fmt: skip
 
 
 def _on_connect(spark: Any, cluster: Any, address: str, options: dict[str, str], pg_uri: str,
@@ -189,9 +193,9 @@ from {{ changefeed.feed_events(source('landed', 'landed'), this) }} as e
 }
 
 
-def _shared_catalog_on_the_cluster(cluster: Any, server: Any, documented: dict[str, str],
-                                   pg_uri: str, feed: str, dbt: Any,
-                                   tmp_path: Path) -> None:  # fmt: skip
+def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
+                                   documented: dict[str, str], pg_uri: str, feed: str,
+                                   dbt: Any, tmp_path: Path) -> None:  # fmt: skip
     """A shared catalog whose warehouse is on the object store and whose Spark drivers run
     on the cluster, set up by docs/deploying.md's block: `changefeed land` with the master
     by --conf, dbt's `method: session` with it in server_side_parameters, and the Thrift
@@ -205,7 +209,9 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, documented: dict[s
 
     work = tmp_path / "shared"
     work.mkdir()
-    env = {**process_env(), **credentials_env(), "PYSPARK_PYTHON": sys.executable}
+    # the drivers run here (changefeed[spark,postgres]); their executors the nodes' Python
+    env = {**process_env(), **credentials_env(), "PYSPARK_PYTHON": python,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
     out = shell(on_server(documented["object_store"], server), env, work)
     warehouse = f"s3a://{server.bucket}/warehouse"
     assert f"tables in {warehouse})" in out, out

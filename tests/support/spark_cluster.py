@@ -1,7 +1,8 @@
 """A Spark standalone cluster for the tests: a master and two workers started from
 PySpark's own jars (``spark-class``), each in its own JVM and work directory, so that
 executors run in processes of their own, as on a real cluster. The executors' Python
-workers run this interpreter (``PYSPARK_PYTHON``), where changefeed is installed.
+workers run this interpreter (``PYSPARK_PYTHON``), where changefeed is installed, unless
+the nodes' environment names another.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from tests.support.spark_cluster import free_port, stop_group, wait_listening
 
 
 @contextmanager
-def connect_server(workdir: Path, master: str = "local[2]") -> Iterator[str]:
+def connect_server(workdir: Path, master: str = "local[2]",
+                   python: str = sys.executable) -> Iterator[str]:  # fmt: skip
     """A running Connect server (its ``sc://`` address) until the block ends, its driver on
     ``master`` (a ``spark://`` master: executors of one core on the cluster's workers);
     raises RuntimeError naming its log when it does not start."""
@@ -45,7 +46,7 @@ def connect_server(workdir: Path, master: str = "local[2]") -> Iterator[str]:
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
-    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
+    env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": python,
            "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
     env.pop("SPARK_CONF_DIR", None)  # not a developer's shared catalog
     log = workdir / "connect-server.log"
