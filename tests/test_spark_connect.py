@@ -9,8 +9,8 @@ landing service of two targets, and retention on parquet and Delta; ``changefeed
 --spark existing`` with ``SPARK_REMOTE`` naming the server. Then, once the server has
 stopped, a shared catalog whose warehouse is on an S3-compatible object store (moto's
 server on 127.0.0.1, the nodes holding its keys) and whose drivers run on the cluster, set
-up as docs/deploying.md says: ``changefeed land --spark existing --conf
-spark.master=spark://...``, a dbt ``method: session`` run with the master in its
+up as docs/deploying.md says: ``changefeed land`` run by ``spark-submit --master
+spark://...``, a dbt ``method: session`` run with the master in its
 ``server_side_parameters``, and the Thrift server with dbt's ``method: thrift`` on it;
 each model equals the source, and every table's files are in the bucket, none on the
 local disk. One cluster for all of it (its JVMs cost starts of their own)."""
@@ -31,9 +31,9 @@ from tests.support import spark_source as kit
 from tests.support.dbt_harness import package_project
 from tests.support.doc_blocks import sample
 from tests.support.real_parts import unavailable
-from tests.support.shared_catalog import CLI, PROFILE, landed_source, process_env, shell
+from tests.support.shared_catalog import PROFILE, landed_source, process_env, shell
 
-# about 150 s (a cluster, a Connect server, a Thrift server, three drivers): make test
+# about 190 s alone (a cluster, a Connect server, a Thrift server, two drivers): make test
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
 
 TABLES = {
@@ -172,8 +172,8 @@ CLUSTER_MODELS = {
     "orders_consumer.sql": """{{ config(materialized='incremental',
     incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
     file_format='parquet') }}
-select e.shard_id, e.ulid, e.id, e.changefeed_operation,
-    e.changefeed_batch as changefeed_feed_batch, {{ changefeed.feed_batch() }} as changefeed_batch
+select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
+    {{ changefeed.feed_batch() }} as changefeed_batch
 from {{ source('landed', 'landed') }} as e
 where {{ changefeed.feed_safe_point(source('landed', 'landed'), 'e') }}
 {% if is_incremental() %}
@@ -197,9 +197,9 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
                                    documented: dict[str, str], pg_uri: str, feed: str,
                                    dbt: Any, tmp_path: Path) -> None:  # fmt: skip
     """A shared catalog whose warehouse is on the object store and whose Spark drivers run
-    on the cluster, set up by docs/deploying.md's block: `changefeed land` with the master
-    by --conf, dbt's `method: session` with it in server_side_parameters, and the Thrift
-    server started as the page says, with dbt's `method: thrift` on it. Every table's
+    on the cluster, set up by docs/deploying.md's block: `changefeed land` run by
+    spark-submit on the master, dbt's `method: session` with it in server_side_parameters,
+    and the Thrift server started as the page says, with dbt's `method: thrift` on it. Every table's
     files are in the bucket, none on the local disk."""
     from tests.support.s3_server import credentials_env, on_server
     from tests.support.spark_thrift import DOC_MASTER, DOC_PORT, thrift_server
@@ -222,21 +222,14 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
     shell("changefeed catalog init", env, work)  # again: the page's settings are kept
     assert catalog.load(directory).user_conf() == settings
     landed = f"{CLUSTER_SCHEMA}.landed"
-    command = [*CLI, "land", "--connection", pg_uri, "--feed", feed, "--table", landed,
-               "--payload", "--spark", "existing", "--conf", f"spark.master={cluster.url}",
-               "--conf", "spark.executor.memory=768m"]  # fmt: skip
-    run = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
-                         timeout=600)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    # then a snapshot of the source by spark-submit, as the page runs it, after new writes
-    kit.write_blocking(pg_uri, feed, 0, [{"id": 300, "v": "x"}, {"id": 1, "v": "y"}], ["id"])
+    # the landing, by spark-submit on the cluster's master, as the page runs it
     apps = len(cluster.state()["completedapps"])
     submit = documented["spark_submit"].replace("spark://master-host:7077", cluster.url)
     submit = submit.replace("shop.orders", feed).replace("landing.shop_orders", landed)
     # 768m: the test's workers have 1 GiB each
     submit = submit.replace("spark-submit ", "spark-submit --conf spark.executor.memory=768m ")
     out = shell(submit, {**env, "CHANGEFEED_CONNECTION": pg_uri}, work)
-    assert "snapshot" in out and "landed" in out, out
+    assert f"{landed}: batch 1," in out, out
     assert len(cluster.state()["completedapps"]) == apps + 1, "not run on the cluster"
 
     project = package_project(work / "project", "cf_cluster", CLUSTER_MODELS)
@@ -280,12 +273,9 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
 
             events = sorted((shard, ulid.hex().upper(), key)
                             for shard, ulid, key in kit.feed_rows(pg_uri, feed))  # fmt: skip
-            live = "where changefeed_operation != 'snapshot'"
-            assert query(f"select shard_id, hex(ulid), id from {landed} {live}") == events
-            snapshot = query(f"select id from {landed} where changefeed_operation = 'snapshot'")
-            assert snapshot == sorted((key,) for key in _source(pg_uri, feed)), snapshot
+            assert query(f"select shard_id, hex(ulid), id from {landed}") == events
             consumer = f"{CLUSTER_SCHEMA}.orders_consumer"
-            assert query(f"select shard_id, hex(ulid), id from {consumer} {live}") == events
+            assert query(f"select shard_id, hex(ulid), id from {consumer}") == events
             source = sorted((key, row["v"]) for key, row in _source(pg_uri, feed).items())
             for model in ("orders_current", "orders_current_delta"):
                 state = query(f"select id, payload.v from {CLUSTER_SCHEMA}.{model}")
