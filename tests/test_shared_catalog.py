@@ -175,23 +175,56 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
     assert max(consumed.values()) == 1, "an event consumed twice"
     assert consumed == source, f"consumer != source ({landed_all})"
     print({k: round(v, 1) for k, v in timings.items()}, landed_all)
-    _a_stopped_catalog_is_started_by_the_spark_launcher(conf_dir, env, cli, tmp_path)
+    _a_stopped_catalog_stays_stopped(project, conf_dir, env, tmp_path)
+    _a_rebooted_catalog_is_started_by_the_spark_launcher(conf_dir, env, cli, tmp_path)
 
 
-def _a_stopped_catalog_is_started_by_the_spark_launcher(
+def _a_stopped_catalog_stays_stopped(
+    project: Path, conf_dir: Path, env: dict[str, str], cwd: Path
+) -> None:
+    """`changefeed catalog stop` keeps the catalog stopped: `dbt run` (dbt-spark's session,
+    which runs none of changefeed's code first) fails within seconds, its Spark launch
+    saying in one line that the catalog was stopped and naming `changefeed catalog init`,
+    then dbt's own few lines, with no Java or Python trace; the commands refuse alike."""
+    from changefeed import catalog
+
+    directory = Path(conf_dir).parent
+    shared = catalog.load(directory)
+    assert not _reachable(shared), "the scenario ends with `changefeed catalog stop`"
+    started = time.monotonic()
+    run = subprocess.run([str(Path(sys.executable).parent / "dbt"), "run", "--project-dir",
+                          str(project), "--profiles-dir", str(cwd), "--log-path",
+                          str(cwd / "logs"), "--no-version-check"], env=env, cwd=cwd,
+                         capture_output=True, text=True, timeout=180)  # fmt: skip
+    seconds = time.monotonic() - started
+    lines = (run.stdout + run.stderr).splitlines()
+    assert run.returncode != 0, run.stdout
+    assert f"changefeed: {catalog.stopped_message(shared)}" in lines, lines
+    assert not [line for line in lines if line.startswith(("\tat ", "Traceback"))], lines
+    # dbt's header (6 or 7 lines), the line above, the JVM's own `WARNING: Using incubator
+    # modules`, and dbt's error (7 lines, Hive's "Unable to instantiate" its last)
+    assert len(lines) <= 17, lines
+    print(f"dbt run on a stopped catalog: {len(lines)} lines in {seconds:.1f} s")
+    assert seconds < 60, seconds  # about 10 s alone
+    with pytest.raises(catalog.CatalogError, match="changefeed catalog init --dir"):
+        catalog.ensure_running(shared)
+    assert not _reachable(shared)
+
+
+def _a_rebooted_catalog_is_started_by_the_spark_launcher(
     conf_dir: Path, env: dict[str, str], cli: list[str], cwd: Path
 ) -> None:
-    """After a reboot (the catalog stopped), any Spark launch on SPARK_CONF_DIR (dbt-spark's
-    session among them, which runs none of changefeed's code first) starts its server,
-    saying so in one line; a server that cannot start stops the launch with one line
-    naming the command that shows why."""
+    """After a reboot (the server down, not by `changefeed catalog stop`), any Spark launch
+    on SPARK_CONF_DIR starts its server, saying so in one line; a server that cannot start
+    stops the launch with one line naming the command that shows why."""
     import pyspark
 
     from changefeed import catalog
 
     directory = Path(conf_dir).parent
     shared = catalog.load(directory)
-    assert not _reachable(shared), "the scenario ends with `changefeed catalog stop`"
+    (directory / catalog.STOPPED_FILE).unlink()  # what a reboot leaves: a server not running
+    assert not _reachable(shared)
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     launch = subprocess.run([str(spark_submit), "--version"], env=env, cwd=cwd,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -204,6 +237,7 @@ def _a_stopped_catalog_is_started_by_the_spark_launcher(
     assert _reachable(shared)
     subprocess.run([*cli, "catalog", "stop", "--dir", str(directory)], env=env, cwd=cwd,
                    capture_output=True, timeout=60, check=True)  # fmt: skip
+    (directory / catalog.STOPPED_FILE).unlink()  # again as after a reboot
 
     broken = cwd / "broken-conf"
     broken.mkdir()

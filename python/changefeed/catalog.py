@@ -52,6 +52,13 @@ CONF_FILE = "spark-defaults.conf"
 #: Spark reads the file top down and a later line wins, so a key set there also overrides
 #: the catalog's own value above it.
 USER_SECTION = "# Your own settings below this line are kept by `changefeed catalog init`."
+#: In the catalog's directory while ``changefeed catalog stop`` holds the server stopped:
+#: then no Spark start starts it (after a reboot, without the file, one does), and each
+#: says so in one line naming ``init``, which removes the file.
+STOPPED_FILE = "stopped"
+#: Spark's logging for a start on a stopped catalog: none, so that the driver's one
+#: error (the metastore it cannot reach) is all it prints.
+SILENT_LOG_FILE = "log4j2-stopped.properties"
 #: Sourced by Spark's launcher (bin/load-spark-env.sh) from SPARK_CONF_DIR before it
 #: starts a driver JVM: the one hook that also runs for dbt-spark's ``method: session``.
 ENV_FILE = "spark-env.sh"
@@ -251,6 +258,7 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
             json.dumps({"warehouse": str(catalog.warehouse), "port": catalog.port}) + "\n"
         )
         _start_server(catalog)
+        (directory / STOPPED_FILE).unlink(missing_ok=True)
         _create_database(catalog)
         if not is_uri(catalog.warehouse):
             Path(catalog.warehouse).mkdir(parents=True, exist_ok=True)
@@ -279,6 +287,19 @@ def write_conf(catalog: Catalog) -> None:
     )
     (catalog.conf_dir / ENV_FILE).write_text(launcher_script(catalog))
     (catalog.conf_dir / LOG_FILE).write_text(logging_properties())
+    (catalog.conf_dir / SILENT_LOG_FILE).write_text(
+        "# Written by `changefeed catalog init`: the logging of a Spark start on the catalog\n"
+        "# while `changefeed catalog stop` holds it stopped (spark-env.sh names it): none.\n"
+        "# The root's level is a shell's (else PySpark's driver says it changes it) and the\n"
+        "# one appender passes nothing (without one Spark would log with its defaults).\n"
+        "rootLogger.level = warn\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.filter.threshold.type = ThresholdFilter\n"
+        "appender.console.filter.threshold.level = off\n"
+    )
 
 
 def _replace(path: Path, text: str) -> None:
@@ -311,24 +332,41 @@ def logging_properties() -> str:
 def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
     """The ``spark-env.sh`` of the catalog: before a Spark driver starts (dbt-spark's
     ``method: session`` included, which runs none of changefeed's code first), start the
-    server if it is stopped, as the changefeed commands do (:func:`ensure_running`).
-    Without it, a driver on a stopped catalog waits a minute for Hive's retries and
-    prints thousands of lines that never name the fix. When the server cannot be started,
-    the launch stops with one line naming the command that shows why. On a terminal it
-    says that Spark is starting (:data:`SPARK_STARTING`)."""
+    server if it is not running (after a reboot), as the changefeed commands do
+    (:func:`ensure_running`). Without it, a driver on a stopped catalog waits a minute for
+    Hive's retries and prints thousands of lines that never name the fix. When the server
+    cannot be started, the launch stops with one line naming the command that shows why.
+    A catalog that ``changefeed catalog stop`` stopped stays stopped: the launch says so in
+    one line naming ``init``, and its driver fails at its first look at the catalog, at
+    once and without a log line. On a terminal it says that Spark is starting
+    (:data:`SPARK_STARTING`)."""
     directory = shlex.quote(str(catalog.directory))
     fix = f"changefeed catalog init --dir {directory}"
     server = f"the server of the shared catalog ({HOST}:{catalog.port})"
     starting = f"changefeed: starting {server}, which was stopped: {fix}"
     failed = f"changefeed: {server} is stopped and did not start; run {fix} to see why"
+    # The driver starts, but asks the metastore at the stopped server's port, once, with
+    # its logging off: its first look at the catalog fails at once in one error (dbt then
+    # says it in a few lines), where an exit here would leave PySpark's gateway error and
+    # dbt a traceback of 150 lines.
+    held = " ".join([
+        f"-Dspark.hadoop.hive.metastore.uris=thrift://{HOST}:{catalog.port}",
+        "-Dspark.hadoop.hive.metastore.connect.retries=1",
+        "-Dspark.hadoop.hive.metastore.failure.retries=0",
+        f"-Dlog4j2.configurationFile={catalog.conf_dir / SILENT_LOG_FILE}",
+    ])  # fmt: skip
     return (
         "# Written by `changefeed catalog init`; Spark's launcher sources it from\n"
         "# SPARK_CONF_DIR before it starts a driver. It starts the shared catalog's server\n"
-        "# when it is stopped (after a reboot). Run the command again to rewrite it.\n"
+        "# when it is stopped (after a reboot), unless `changefeed catalog stop` stopped it.\n"
+        "# Run the command again to rewrite it.\n"
         "# A local catalog's drivers listen on the loopback (else Spark warns on every start\n"
         "# that the host name resolves to it).\n"
         'SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"\n'
-        f"if ! (exec 3<>/dev/tcp/{HOST}/{catalog.port}) 2>/dev/null; then\n"
+        f"if [ -e {shlex.quote(str(catalog.directory / STOPPED_FILE))} ]; then\n"
+        f"  echo {shlex.quote('changefeed: ' + stopped_message(catalog))} >&2\n"
+        f'  export SPARK_SUBMIT_OPTS="${{SPARK_SUBMIT_OPTS:-}} {held}"\n'
+        f"elif ! (exec 3<>/dev/tcp/{HOST}/{catalog.port}) 2>/dev/null; then\n"
         f"  echo {shlex.quote(starting)} >&2\n"
         f"  if ! {shlex.quote(python)} -m changefeed.cli catalog init --dir {directory} "
         ">/dev/null 2>&1; then\n"
@@ -409,17 +447,31 @@ def _metastore_classes(spark_jars: Path) -> list[str]:
 
 
 def ensure_running(catalog: Catalog) -> None:
-    """Start the catalog's server if it is stopped (after a reboot); no-op otherwise."""
+    """Start the catalog's server if it is not running (after a reboot); no-op if it runs.
+    A catalog stopped by :func:`stop` stays stopped: CatalogError naming ``init``."""
     with _locked(catalog.directory):
+        if (catalog.directory / STOPPED_FILE).exists():
+            raise CatalogError(stopped_message(catalog))
         _start_server(catalog)
 
 
 def stop(catalog: Catalog) -> None:
-    """Stop the catalog's server (its data stays; ``init`` starts it again)."""
+    """Stop the catalog's server (its data stays) and keep it stopped: no Spark start or
+    ``changefeed`` command starts it again, only ``init`` (:data:`STOPPED_FILE`)."""
     server = _server(catalog)
     with _locked(catalog.directory):
+        (catalog.directory / STOPPED_FILE).touch()
         if _running(catalog):
             _pg_ctl(server, ["-w", "stop", "-m", "fast"])
+
+
+def stopped_message(catalog: Catalog) -> str:
+    """What every start on a catalog stopped by :func:`stop` says, in one line."""
+    return (
+        f"the shared catalog's server ({HOST}:{catalog.port}) was stopped by `changefeed "
+        f"catalog stop`; start it with: changefeed catalog init --dir "
+        f"{shlex.quote(str(catalog.directory))}"
+    )
 
 
 def schema_ready(catalog: Catalog) -> bool:

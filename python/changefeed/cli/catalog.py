@@ -9,8 +9,10 @@ metastore's tables, and writes ``<dir>/conf/spark-defaults.conf``. Every Spark p
 started with ``SPARK_CONF_DIR`` naming that directory (``changefeed land``, ``changefeed
 status --consumer``, ``dbt run`` with dbt-spark's ``method: session``, your own pyspark)
 then sees the same tables, at the same time. ``init`` again is harmless: it starts the
-server if it is stopped (after a reboot) and rewrites the file, keeping the settings below
-its last comment (an object store's endpoint and credentials: docs/deploying.md).
+server if it is stopped (after a reboot, or by ``stop``) and rewrites the file, keeping
+the settings below its last comment (an object store's endpoint and credentials:
+docs/deploying.md). ``stop`` keeps the server stopped: no Spark start and no command
+starts it again until ``init`` (docs/spark-source.md).
 """
 
 from __future__ import annotations
