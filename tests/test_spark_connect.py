@@ -220,74 +220,77 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
     assert settings["spark.hadoop.fs.s3a.endpoint"] == server.endpoint
     shell("changefeed catalog init", env, work)  # again: the page's settings are kept
     assert catalog.load(directory).user_conf() == settings
-    landed = f"{CLUSTER_SCHEMA}.landed"
-    # the landing, by spark-submit on the cluster's master, as the page runs it
-    apps = len(cluster.state()["completedapps"])
-    submit = documented["spark_submit"].replace("spark://master-host:7077", cluster.url)
-    submit = submit.replace("shop.orders", feed).replace("landing.shop_orders", landed)
-    # 768m: the test's workers have 1 GiB each
-    submit = submit.replace("spark-submit ", "spark-submit --conf spark.executor.memory=768m ")
-    out = shell(submit, {**env, "CHANGEFEED_CONNECTION": pg_uri}, work)
-    assert f"{landed}: batch 1," in out, out
-    assert len(cluster.state()["completedapps"]) == apps + 1, "not run on the cluster"
+    try:
+        landed = f"{CLUSTER_SCHEMA}.landed"
+        # the landing, by spark-submit on the cluster's master, as the page runs it
+        apps = len(cluster.state()["completedapps"])
+        submit = documented["spark_submit"].replace("spark://master-host:7077", cluster.url)
+        submit = submit.replace("shop.orders", feed).replace("landing.shop_orders", landed)
+        # 768m: the test's workers have 1 GiB each
+        submit = submit.replace("spark-submit ", "spark-submit --conf spark.executor.memory=768m ")
+        out = shell(submit, {**env, "CHANGEFEED_CONNECTION": pg_uri}, work)
+        assert f"{landed}: batch 1," in out, out
+        assert len(cluster.state()["completedapps"]) == apps + 1, "not run on the cluster"
 
-    project = package_project(work / "project", "cf_cluster", CLUSTER_MODELS)
-    (profile,) = yaml.safe_load(documented["profile"]).values()
-    outputs = profile["outputs"]
-    session = outputs["session"]
-    assert session["server_side_parameters"]["spark.master"] == DOC_MASTER
-    # 768m: the test's workers have 1 GiB each
-    session["server_side_parameters"] = {"spark.master": cluster.url,
-                                         "spark.executor.memory": "768m"}  # fmt: skip
-    env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(dbt.packages_dir)
+        project = package_project(work / "project", "cf_cluster", CLUSTER_MODELS)
+        (profile,) = yaml.safe_load(documented["profile"]).values()
+        outputs = profile["outputs"]
+        session = outputs["session"]
+        assert session["server_side_parameters"]["spark.master"] == DOC_MASTER
+        # 768m: the test's workers have 1 GiB each
+        session["server_side_parameters"] = {"spark.master": cluster.url,
+                                             "spark.executor.memory": "768m"}  # fmt: skip
+        env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(dbt.packages_dir)
 
-    def dbt_run(target: str, port: int | None = None, *select: str) -> None:
-        if port is not None:
-            assert str(outputs["thrift"]["port"]) == DOC_PORT
-            outputs["thrift"]["port"] = port
-        for output in outputs.values():
-            output["schema"] = CLUSTER_SCHEMA
-        (work / "profiles.yml").write_text(
-            yaml.safe_dump({PROFILE: {"target": target, "outputs": outputs}})
-        )
-        command = [str(Path(sys.executable).parent / "dbt"), "run", "--project-dir",
-                   str(project), "--profiles-dir", str(work), "--target", target,
-                   "--target-path", str(work / f"target-{target}"), "--log-path",
-                   str(work / "logs"), "--no-version-check", "--select", *select]  # fmt: skip
-        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
-        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        def dbt_run(target: str, port: int | None = None, *select: str) -> None:
+            if port is not None:
+                assert str(outputs["thrift"]["port"]) == DOC_PORT
+                outputs["thrift"]["port"] = port
+            for output in outputs.values():
+                output["schema"] = CLUSTER_SCHEMA
+            (work / "profiles.yml").write_text(
+                yaml.safe_dump({PROFILE: {"target": target, "outputs": outputs}})
+            )
+            command = [str(Path(sys.executable).parent / "dbt"), "run", "--project-dir",
+                       str(project), "--profiles-dir", str(work), "--target", target,
+                       "--target-path", str(work / f"target-{target}"), "--log-path",
+                       str(work / "logs"), "--no-version-check", "--select", *select]  # fmt: skip
+            done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=600)  # fmt: skip
+            assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
 
-    dbt_run("session", None, "orders_current_delta")
-    with thrift_server(documented["server"], cluster.url, env, work) as port:
-        dbt_run("thrift", port, "orders_consumer", "orders_current")
-        from pyhive import hive
+        dbt_run("session", None, "orders_current_delta")
+        with thrift_server(documented["server"], cluster.url, env, work) as port:
+            dbt_run("thrift", port, "orders_consumer", "orders_current")
+            from pyhive import hive
 
-        with contextlib.closing(hive.connect(host="127.0.0.1", port=port)) as connection:
-            cursor = connection.cursor()
+            with contextlib.closing(hive.connect(host="127.0.0.1", port=port)) as connection:
+                cursor = connection.cursor()
 
-            def query(sql: str) -> list[tuple[Any, ...]]:
-                cursor.execute(sql)
-                return sorted(tuple(row) for row in cursor.fetchall())
+                def query(sql: str) -> list[tuple[Any, ...]]:
+                    cursor.execute(sql)
+                    return sorted(tuple(row) for row in cursor.fetchall())
 
-            events = sorted((shard, ulid.hex().upper(), key)
-                            for shard, ulid, key in kit.feed_rows(pg_uri, feed))  # fmt: skip
-            assert query(f"select shard_id, hex(ulid), id from {landed}") == events
-            consumer = f"{CLUSTER_SCHEMA}.orders_consumer"
-            assert query(f"select shard_id, hex(ulid), id from {consumer}") == events
-            source = sorted((key, row["v"]) for key, row in _source(pg_uri, feed).items())
-            for model in ("orders_current", "orders_current_delta"):
-                state = query(f"select id, payload.v from {CLUSTER_SCHEMA}.{model}")
-                assert state == source, model
-        # the server's executors ran on both workers
-        workers = cluster.state()["workers"]
-        assert sorted(w["coresused"] for w in workers) == [1, 1], workers
-    _all_in_the_bucket(server, work, ["landed", "orders_consumer", "orders_current",
-                                      "orders_current_delta"])  # fmt: skip
-    # `changefeed status --consumer` reads only local files without Spark: it leaves these
-    # to a Spark of its own
-    with pytest.raises(NeedsSpark, match=f"{CLUSTER_SCHEMA}.landed lives on s3a://"):
-        feed_heads(catalog.load(directory), landed, [0])
+                events = sorted((shard, ulid.hex().upper(), key)
+                                for shard, ulid, key in kit.feed_rows(pg_uri, feed))  # fmt: skip
+                assert query(f"select shard_id, hex(ulid), id from {landed}") == events
+                consumer = f"{CLUSTER_SCHEMA}.orders_consumer"
+                assert query(f"select shard_id, hex(ulid), id from {consumer}") == events
+                source = sorted((key, row["v"]) for key, row in _source(pg_uri, feed).items())
+                for model in ("orders_current", "orders_current_delta"):
+                    state = query(f"select id, payload.v from {CLUSTER_SCHEMA}.{model}")
+                    assert state == source, model
+            # the server's executors ran on both workers
+            workers = cluster.state()["workers"]
+            assert sorted(w["coresused"] for w in workers) == [1, 1], workers
+        _all_in_the_bucket(server, work, ["landed", "orders_consumer", "orders_current",
+                                          "orders_current_delta"])  # fmt: skip
+        # `changefeed status --consumer` reads only local files without Spark: it leaves these
+        # to a Spark of its own
+        with pytest.raises(NeedsSpark, match=f"{CLUSTER_SCHEMA}.landed lives on s3a://"):
+            feed_heads(catalog.load(directory), landed, [0])
+    finally:
+        catalog.stop(catalog.load(directory))  # its server, started by init
 
 
 def _all_in_the_bucket(server: Any, work: Path, tables: list[str]) -> None:
