@@ -25,9 +25,8 @@ def obj(feed: str, kind: str) -> str:
 
 
 def create_feed(dbt: Any, uri: str, mode: str, columns: str, *, key: Sequence[str] | None = None,
-                schema: str = "srcs", capture: str | None = None) -> str:  # fmt: skip
-    """Create a fresh source table ``schema.t_<random>`` and set up its feed; return the feed
-    id. ``capture='trigger'`` (outbox mode): plain statements on the table are its events."""
+                schema: str = "srcs") -> str:  # fmt: skip
+    """Create a fresh source table ``schema.t_<random>`` and set up its feed; return the feed id."""
     table = f"t_{mode}_{uuid.uuid4().hex[:8]}"
     feed = f"{schema}.{table}"
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -36,8 +35,6 @@ def create_feed(dbt: Any, uri: str, mode: str, columns: str, *, key: Sequence[st
     args: dict[str, Any] = {"relation": feed, "mode": mode}
     if key is not None:
         args["key"] = list(key)
-    if capture is not None:
-        args["capture"] = capture
     dbt.run_operation("changefeed.setup_feed", args, target="postgres")
     return feed
 
