@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -201,6 +202,7 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
     and the Thrift server started as the page says, with dbt's `method: thrift` on it. Every table's
     files are in the bucket, none on the local disk."""
     from tests.support.s3_server import credentials_env, on_server
+    from tests.support.spark_cluster import EXECUTOR_CONF
     from tests.support.spark_thrift import DOC_MASTER, DOC_PORT, thrift_server
 
     from changefeed import catalog
@@ -226,8 +228,9 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
         apps = len(cluster.state()["completedapps"])
         submit = documented["spark_submit"].replace("spark://master-host:7077", cluster.url)
         submit = submit.replace("shop.orders", feed).replace("landing.shop_orders", landed)
-        # 768m: the test's workers have 1 GiB each
-        submit = submit.replace("spark-submit ", "spark-submit --conf spark.executor.memory=768m ")
+        options = " ".join(f"--conf {shlex.quote(f'{key}={value}')}"
+                           for key, value in EXECUTOR_CONF.items())  # fmt: skip
+        submit = submit.replace("spark-submit ", f"spark-submit {options} ")
         out = shell(submit, {**env, "CHANGEFEED_CONNECTION": pg_uri}, work)
         assert f"{landed}: batch 1," in out, out
         assert len(cluster.state()["completedapps"]) == apps + 1, "not run on the cluster"
@@ -237,9 +240,7 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
         outputs = profile["outputs"]
         session = outputs["session"]
         assert session["server_side_parameters"]["spark.master"] == DOC_MASTER
-        # 768m: the test's workers have 1 GiB each
-        session["server_side_parameters"] = {"spark.master": cluster.url,
-                                             "spark.executor.memory": "768m"}  # fmt: skip
+        session["server_side_parameters"] = {"spark.master": cluster.url, **EXECUTOR_CONF}
         env["CHANGEFEED_DBT_PACKAGES_DIR"] = str(dbt.packages_dir)
 
         def dbt_run(target: str, port: int | None = None, *select: str) -> None:

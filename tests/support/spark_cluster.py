@@ -21,8 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.spark_jvm import CHILD_OPTIONS
+
 #: How long a master or a worker may take to come up on a busy 2-core machine.
 START_SECONDS = 120
+#: What every application on the cluster gives its executors: memory within a worker's
+#: 1 GiB, and the JVM options of the tests' short-lived JVMs (C1 only, the serial
+#: collector: tests/support/spark_jvm.py), which the master and workers run with too.
+EXECUTOR_CONF = {
+    "spark.executor.memory": "768m",
+    "spark.executor.extraJavaOptions": CHILD_OPTIONS,
+}
 
 
 def free_port() -> int:
@@ -54,7 +63,7 @@ def _environment() -> dict[str, str]:
 
     env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent),
            "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
+           "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": CHILD_OPTIONS}  # fmt: skip
     env.pop("SPARK_CONF_DIR", None)  # not a developer's shared catalog
     return env
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.spark_cluster import free_port, stop_group, wait_listening
+from tests.support.spark_cluster import EXECUTOR_CONF, free_port, stop_group, wait_listening
 
 
 @contextmanager
@@ -32,7 +32,7 @@ def connect_server(workdir: Path, master: str = "local[2]",
     conf = {
         "spark.master": master,
         "spark.executor.cores": "1",
-        "spark.executor.memory": "768m",
+        **EXECUTOR_CONF,
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.spark_cluster import free_port, stop_group, wait_listening
+from tests.support.spark_cluster import EXECUTOR_CONF, free_port, stop_group, wait_listening
 
 #: What the documented command names, which the test replaces with its own.
 DOC_MASTER = "spark://master-host:7077"
@@ -37,8 +37,8 @@ def thrift_server(documented: str, master: str, env: dict[str, str],
     yields until the block ends; RuntimeError naming its log when it does not start."""
     port = free_port()
     command = documented_command(documented, master, port, workdir)
-    # 768m: the test's workers have 1 GiB each
-    command[1:1] = ["--conf", "spark.executor.memory=768m"]
+    command[1:1] = [word for key, value in EXECUTOR_CONF.items()
+                    for word in ("--conf", f"{key}={value}")]  # fmt: skip
     log = workdir / "thrift-server.log"
     with log.open("wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
