@@ -93,6 +93,14 @@ HOST = "127.0.0.1"
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 #: A line of a Java properties file: the key, an optional ``=`` or ``:``, the value.
 _PROPERTY = re.compile(r"([^\s=:]+)\s*[=:]?\s*(.*)")
+#: The root logger and its one appender, on standard error, of both logging files.
+_CONSOLE = [
+    "rootLogger.level = warn",
+    "rootLogger.appenderRef.stderr.ref = console",
+    "appender.console.type = Console",
+    "appender.console.name = console",
+    "appender.console.target = SYSTEM_ERR",
+]
 #: A table of our own in the metastore database, created once every Hive table is.
 _SCHEMA_CREATED = "changefeed_schema_created"
 
@@ -287,19 +295,7 @@ def write_conf(catalog: Catalog) -> None:
     )
     (catalog.conf_dir / ENV_FILE).write_text(launcher_script(catalog))
     (catalog.conf_dir / LOG_FILE).write_text(logging_properties())
-    (catalog.conf_dir / SILENT_LOG_FILE).write_text(
-        "# Written by `changefeed catalog init`: the logging of a Spark start on the catalog\n"
-        "# while `changefeed catalog stop` holds it stopped (spark-env.sh names it): none.\n"
-        "# The root's level is a shell's (else PySpark's driver says it changes it) and the\n"
-        "# one appender passes nothing (without one Spark would log with its defaults).\n"
-        "rootLogger.level = warn\n"
-        "rootLogger.appenderRef.stderr.ref = console\n"
-        "appender.console.type = Console\n"
-        "appender.console.name = console\n"
-        "appender.console.target = SYSTEM_ERR\n"
-        "appender.console.filter.threshold.type = ThresholdFilter\n"
-        "appender.console.filter.threshold.level = off\n"
-    )
+    (catalog.conf_dir / SILENT_LOG_FILE).write_text(silent_logging_properties())
 
 
 def _replace(path: Path, text: str) -> None:
@@ -316,16 +312,27 @@ def logging_properties() -> str:
     lines = [
         "# Written by `changefeed catalog init`: the logging of every Spark process on this",
         "# catalog. Run the command again to rewrite it.",
-        "rootLogger.level = warn",
-        "rootLogger.appenderRef.stderr.ref = console",
-        "appender.console.type = Console",
-        "appender.console.name = console",
-        "appender.console.target = SYSTEM_ERR",
+        *_CONSOLE,
         "appender.console.layout.type = PatternLayout",
         "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex",
     ]
     for key, name in QUIET_LOGGERS.items():
         lines += [f"logger.{key}.name = {name}", f"logger.{key}.level = error"]
+    return "\n".join(lines) + "\n"
+
+
+def silent_logging_properties() -> str:
+    """The catalog's :data:`SILENT_LOG_FILE`: a Spark start while ``changefeed catalog
+    stop`` holds the catalog stopped logs nothing. The root keeps a shell's level (else
+    PySpark's driver says that it changes it) and its one appender passes nothing (without
+    an appender Spark would take the file for none and log with its own defaults)."""
+    lines = [
+        "# Written by `changefeed catalog init`: the logging of a Spark start on the catalog",
+        "# while `changefeed catalog stop` holds it stopped (spark-env.sh names it): none.",
+        *_CONSOLE,
+        "appender.console.filter.threshold.type = ThresholdFilter",
+        "appender.console.filter.threshold.level = off",
+    ]
     return "\n".join(lines) + "\n"
 
 
