@@ -37,6 +37,7 @@ from tests.support.shared_catalog import (
     wait_for,
     write_profile,
 )
+from tests.support.spark_cluster import listening
 
 #: slow: four JVMs (init, landing, dbt, status) at once take 1.5 to 6 minutes on 2 cores.
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
@@ -190,7 +191,7 @@ def _a_stopped_catalog_stays_stopped(
 
     directory = Path(conf_dir).parent
     shared = catalog.load(directory)
-    assert not _reachable(shared), "the scenario ends with `changefeed catalog stop`"
+    assert not listening(shared.port), "the scenario ends with `changefeed catalog stop`"
     started = time.monotonic()
     run = subprocess.run([str(Path(sys.executable).parent / "dbt"), "run", "--project-dir",
                           str(project), "--profiles-dir", str(cwd), "--log-path",
@@ -208,7 +209,7 @@ def _a_stopped_catalog_stays_stopped(
     assert seconds < 60, seconds  # about 10 s alone
     with pytest.raises(catalog.CatalogError, match="changefeed catalog init --dir"):
         catalog.ensure_running(shared)
-    assert not _reachable(shared)
+    assert not listening(shared.port)
 
 
 def _a_rebooted_catalog_is_started_by_the_spark_launcher(
@@ -224,7 +225,7 @@ def _a_rebooted_catalog_is_started_by_the_spark_launcher(
     directory = Path(conf_dir).parent
     shared = catalog.load(directory)
     (directory / catalog.STOPPED_FILE).unlink()  # what a reboot leaves: a server not running
-    assert not _reachable(shared)
+    assert not listening(shared.port)
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     launch = subprocess.run([str(spark_submit), "--version"], env=env, cwd=cwd,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -234,7 +235,7 @@ def _a_rebooted_catalog_is_started_by_the_spark_launcher(
         f"changefeed: starting the server of the shared catalog (127.0.0.1:{shared.port}), "
         f"which was stopped: changefeed catalog init --dir {directory}"
     ], launch.stderr[-2000:]
-    assert _reachable(shared)
+    assert listening(shared.port)
     subprocess.run([*cli, "catalog", "stop", "--dir", str(directory)], env=env, cwd=cwd,
                    capture_output=True, timeout=60, check=True)  # fmt: skip
     (directory / catalog.STOPPED_FILE).unlink()  # again as after a reboot
@@ -252,15 +253,7 @@ def _a_rebooted_catalog_is_started_by_the_spark_launcher(
         f"changefeed: the server of the shared catalog (127.0.0.1:{shared.port}) is stopped "
         f"and did not start; run changefeed catalog init --dir {directory} to see why"
     ), launch.stderr
-    assert "Spark" not in launch.stderr and not _reachable(shared)
-
-
-def _reachable(shared: Any) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        sock.settimeout(2)
-        return sock.connect_ex(("127.0.0.1", shared.port)) == 0
+    assert "Spark" not in launch.stderr and not listening(shared.port)
 
 
 def _caught_up(log: str) -> bool:

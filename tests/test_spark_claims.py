@@ -30,6 +30,7 @@ from tests.support.doc_blocks import sample
 from tests.support.shared_catalog import (
     CLI,
     init_catalog,
+    landed_consumer,
     landed_source,
     process_env,
     write_profile,
@@ -51,17 +52,7 @@ select e.shard_id, e.ulid, e.id, e.payload.v as v, e.changefeed_feed_batch
 from {{ changefeed.feed_events(source('landed', 'landed_orders'), this) }} as e
 """,
     # A plain consumer: claimed by feed_batch and feed_cursor, released by on-run-end only.
-    "orders_consumer.sql": """{{ config(materialized='incremental',
-    incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
-    file_format='parquet') }}
-select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
-    {{ changefeed.feed_batch() }} as changefeed_batch
-from {{ source('landed', 'landed_orders') }} as e
-where {{ changefeed.feed_safe_point(source('landed', 'landed_orders'), 'e') }}
-{% if is_incremental() %}
-  and {{ changefeed.feed_cursor('e') }}
-{% endif %}
-""",
+    "orders_consumer.sql": landed_consumer("landed_orders"),
 }
 
 #: The model's pre-hook: a run pauses (var pause_ms) or fails (var fail) after it has

@@ -32,7 +32,13 @@ from tests.support import spark_source as kit
 from tests.support.dbt_harness import package_project
 from tests.support.doc_blocks import sample
 from tests.support.real_parts import unavailable
-from tests.support.shared_catalog import PROFILE, landed_source, process_env, shell
+from tests.support.shared_catalog import (
+    PROFILE,
+    landed_consumer,
+    landed_source,
+    process_env,
+    shell,
+)
 
 # about 190 s alone (a cluster, a Connect server, a Thrift server, two drivers): make test
 pytestmark = [pytest.mark.postgres, pytest.mark.spark, pytest.mark.slow]
@@ -169,17 +175,7 @@ CLUSTER_SCHEMA = "cf_cluster"
 BUCKET = "changefeed-test"
 CLUSTER_MODELS = {
     "sources.yml": landed_source(CLUSTER_SCHEMA, "landed"),
-    "orders_consumer.sql": """{{ config(materialized='incremental',
-    incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
-    file_format='parquet') }}
-select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
-    {{ changefeed.feed_batch() }} as changefeed_batch
-from {{ source('landed', 'landed') }} as e
-where {{ changefeed.feed_safe_point(source('landed', 'landed'), 'e') }}
-{% if is_incremental() %}
-  and {{ changefeed.feed_cursor('e') }}
-{% endif %}
-""",
+    "orders_consumer.sql": landed_consumer("landed"),
     "orders_current.sql": """{{ config(materialized='changefeed_current_state',
     unique_key='id', file_format='parquet') }}
 select e.shard_id, e.ulid, e.id, e.payload, e.changefeed_feed_batch
@@ -202,7 +198,7 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
     and the Thrift server started as the page says, with dbt's `method: thrift` on it. Every table's
     files are in the bucket, none on the local disk."""
     from tests.support.s3_server import credentials_env, on_server
-    from tests.support.spark_cluster import EXECUTOR_CONF
+    from tests.support.spark_cluster import EXECUTOR_CONF, conf_args
     from tests.support.spark_thrift import DOC_MASTER, DOC_PORT, thrift_server
 
     from changefeed import catalog
@@ -226,10 +222,9 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
         landed = f"{CLUSTER_SCHEMA}.landed"
         # the landing, by spark-submit on the cluster's master, as the page runs it
         apps = len(cluster.state()["completedapps"])
-        submit = documented["spark_submit"].replace("spark://master-host:7077", cluster.url)
+        submit = documented["spark_submit"].replace(DOC_MASTER, cluster.url)
         submit = submit.replace("shop.orders", feed).replace("landing.shop_orders", landed)
-        options = " ".join(f"--conf {shlex.quote(f'{key}={value}')}"
-                           for key, value in EXECUTOR_CONF.items())  # fmt: skip
+        options = shlex.join(conf_args(EXECUTOR_CONF))
         submit = submit.replace("spark-submit ", f"spark-submit {options} ")
         out = shell(submit, {**env, "CHANGEFEED_CONNECTION": pg_uri}, work)
         assert f"{landed}: batch 1," in out, out

@@ -52,6 +52,23 @@ sources:
 """
 
 
+def landed_consumer(table: str) -> str:
+    """An incremental consumer of source ``landed``'s ``table`` (source :func:`landed_source`):
+    each event once, its batch and the consumer's own, up to the safe point and from its
+    cursor."""
+    return f"""{{{{ config(materialized='incremental',
+    incremental_strategy='insert_overwrite', partition_by=['changefeed_batch'],
+    file_format='parquet') }}}}
+select e.shard_id, e.ulid, e.id, e.changefeed_batch as changefeed_feed_batch,
+    {{{{ changefeed.feed_batch() }}}} as changefeed_batch
+from {{{{ source('landed', '{table}') }}}} as e
+where {{{{ changefeed.feed_safe_point(source('landed', '{table}'), 'e') }}}}
+{{% if is_incremental() %}}
+  and {{{{ changefeed.feed_cursor('e') }}}}
+{{% endif %}}
+"""
+
+
 def process_env() -> dict[str, str]:
     """The environment of a test's processes: this checkout importable, no catalog yet."""
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}{os.pathsep}{REPO}"}

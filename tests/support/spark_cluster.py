@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +50,20 @@ def listening(port: int) -> bool:
 def wait_listening(name: str, process: subprocess.Popen[bytes], port: int, log: Path) -> None:
     """Until ``process`` (a server, its output in ``log``) listens on ``port``;
     RuntimeError naming the log if it exits or never does."""
+    _wait_until(name, process, log, lambda: listening(port))
+
+
+def conf_args(conf: Mapping[str, str]) -> list[str]:
+    """``spark-submit``'s ``--conf key=value`` arguments for ``conf``."""
+    return [word for key, value in conf.items() for word in ("--conf", f"{key}={value}")]
+
+
+def _wait_until(name: str, process: subprocess.Popen[bytes], log: Path,
+                ready: Callable[[], bool]) -> None:  # fmt: skip
+    """Until ``ready()``; RuntimeError naming ``process``'s log if it exits first or
+    :data:`START_SECONDS` pass."""
     deadline = time.monotonic() + START_SECONDS
-    while not listening(port):
+    while not ready():
         if process.poll() is not None or time.monotonic() > deadline:
             tail = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"the {name} did not start ({log}): {tail}")
@@ -82,12 +94,7 @@ def _start(name: str, args: list[str], workdir: Path,
 
 def _wait(name: str, process: subprocess.Popen[bytes], log: Path, ready: str) -> None:
     """Until the log shows ``ready``; RuntimeError naming the log if it never does."""
-    deadline = time.monotonic() + START_SECONDS
-    while ready not in log.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = log.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the Spark {name} did not start ({log}): {tail}")
-        time.sleep(0.5)
+    _wait_until(f"Spark {name}", process, log, lambda: ready in log.read_text(errors="replace"))
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:

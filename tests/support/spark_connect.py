@@ -14,7 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.spark_cluster import EXECUTOR_CONF, free_port, stop_group, wait_listening
+from tests.support.spark_cluster import (
+    EXECUTOR_CONF,
+    conf_args,
+    free_port,
+    stop_group,
+    wait_listening,
+)
 
 
 @contextmanager
@@ -43,9 +49,7 @@ def connect_server(workdir: Path, master: str = "local[2]",
     conf["spark.connect.grpc.binding.port"] = str(port)
     command = [str(home / "bin" / "spark-submit"),
                "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]  # fmt: skip
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    command.append("spark-internal")
+    command += [*conf_args(conf), "spark-internal"]
     env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": python,
            "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
     env.pop("SPARK_CONF_DIR", None)  # not a developer's shared catalog

@@ -10,7 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.spark_cluster import EXECUTOR_CONF, free_port, stop_group, wait_listening
+from tests.support.spark_cluster import (
+    EXECUTOR_CONF,
+    conf_args,
+    free_port,
+    stop_group,
+    wait_listening,
+)
 
 #: What the documented command names, which the test replaces with its own.
 DOC_MASTER = "spark://master-host:7077"
@@ -37,8 +43,7 @@ def thrift_server(documented: str, master: str, env: dict[str, str],
     yields until the block ends; RuntimeError naming its log when it does not start."""
     port = free_port()
     command = documented_command(documented, master, port, workdir)
-    command[1:1] = [word for key, value in EXECUTOR_CONF.items()
-                    for word in ("--conf", f"{key}={value}")]  # fmt: skip
+    command[1:1] = conf_args(EXECUTOR_CONF)
     log = workdir / "thrift-server.log"
     with log.open("wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
