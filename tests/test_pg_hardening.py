@@ -602,7 +602,7 @@ def test_a_writer_lock_just_released_by_a_closed_session_is_taken(pg_uri: str) -
     takes the table's writer lock: the closed session keeps its locks until its server
     process has exited, which the lock waits out instead of refusing. A live holder is
     still named at once."""
-    from changefeed.client.postgres import try_writer_lock
+    from changefeed.dialects.postgres.client import try_writer_lock
 
     with psycopg.connect(pg_uri, autocommit=True) as taker:
         for attempt in range(30):

@@ -37,7 +37,10 @@ from tests.support.pg_feeds import (
 )
 
 from changefeed.client import InvalidArgument, PostgresFeed
-from changefeed.client.postgres import load
+from changefeed.dialects.base import SourceFeed
+from changefeed.dialects.postgres.client import load
+from changefeed.dialects.postgres.reads import payload_page_sql
+from changefeed.dialects.rows import Column
 from changefeed.spark.source import (
     BatchBuilder,
     ChangefeedSourceError,
@@ -45,9 +48,6 @@ from changefeed.spark.source import (
     open_backend,
     parse_connection,
 )
-from changefeed.spark.source._backend import SourceFeed
-from changefeed.spark.source._postgres import payload_page_sql
-from changefeed.spark.source._types import Column
 
 pytestmark = pytest.mark.postgres
 

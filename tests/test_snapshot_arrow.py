@@ -1,4 +1,5 @@
-"""The direct Arrow read of snapshot chunks (``_snapshot_arrow``, ADBC) on a real
+"""The direct Arrow read of snapshot chunks (``changefeed.dialects.postgres.snapshot_arrow``,
+ADBC) on a real
 PostgreSQL: for every column type it takes, it gives the same Arrow values as the row
 path (psycopg rows converted as every read of a feed converts them), nulls and edge
 values included; it refuses dates it cannot carry, and it leaves the feeds and databases
@@ -15,9 +16,9 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from changefeed.spark.landing import _snapshot_arrow
+from changefeed.dialects.postgres import snapshot_arrow
+from changefeed.dialects.rows import Column
 from changefeed.spark.source import BatchBuilder, ChangefeedSourceError, RowLayout
-from changefeed.spark.source._types import Column
 
 pytestmark = [pytest.mark.postgres]
 
@@ -84,7 +85,7 @@ def _direct_path(
     """The direct read's arrays, whole, and its number of Arrow batches (``landing_uri``:
     the landing's URI, by default ``uri``)."""
     with psycopg.connect(uri) as conn:
-        read = _snapshot_arrow.reader(conn, landing_uri or uri, layout)
+        read = snapshot_arrow.reader(conn, landing_uri or uri, layout)
         assert read is not None, "the layout's types are all direct and ADBC is installed"
         pages = list(read(sql, params))
     return [pa.concat_arrays([page[i] for page in pages]) for i in range(len(pages[0]))], len(pages)
@@ -141,7 +142,7 @@ def test_a_date_spark_cannot_hold_is_refused_naming_the_column(
     admin.execute(f"insert into {SCHEMA}.far values (1, now()), (2, {value})")
     layout = RowLayout("postgres", (Column("id", "bigint"),), (Column("happened", "timestamptz"),))
     with psycopg.connect(pg_uri) as conn:
-        read = _snapshot_arrow.reader(conn, pg_uri, layout)
+        read = snapshot_arrow.reader(conn, pg_uri, layout)
         assert read is not None
         with pytest.raises(ChangefeedSourceError, match=r"column happened .* years 1 to 9999"):
             list(read(f"select id, happened from {SCHEMA}.far order by id", []))
@@ -150,9 +151,9 @@ def test_a_date_spark_cannot_hold_is_refused_naming_the_column(
 @pytest.mark.parametrize("db_type", ["numeric(12,2)", "jsonb", "uuid", "int[]", "citext"])
 def test_other_types_keep_the_row_path(pg_uri: str, db_type: str) -> None:
     layout = _layout([("other", db_type)])
-    assert not _snapshot_arrow.direct(layout)
+    assert not snapshot_arrow.direct(layout)
     with psycopg.connect(pg_uri) as conn:
-        assert _snapshot_arrow.reader(conn, pg_uri, layout) is None
+        assert snapshot_arrow.reader(conn, pg_uri, layout) is None
 
 
 def test_the_direct_read_asks_for_utf8_whatever_the_uri_says(
@@ -183,6 +184,6 @@ def test_a_database_not_in_utf8_keeps_the_row_path(pg_uri: str, admin: Any) -> N
     uri = urllib.parse.urlunsplit(parts._replace(path="/snapshot_latin1"))
     try:
         with psycopg.connect(uri) as conn:
-            assert _snapshot_arrow.reader(conn, uri, _layout()) is None
+            assert snapshot_arrow.reader(conn, uri, _layout()) is None
     finally:
         admin.execute("drop database snapshot_latin1")

@@ -23,14 +23,14 @@ from tests.support.sqlserver_fake import FakeServer
 from tests.support.tsql import all_problems
 
 from changefeed.client.core import FeedInfo, KeyColumn
+from changefeed.dialects import dialect_named
+from changefeed.dialects.rows import Column
+from changefeed.dialects.sqlserver.reads import SqlServerBackend
+from changefeed.dialects.sqlserver.snapshot import SourceReader, keyset
 from changefeed.spark import source as spark_source
 from changefeed.spark.landing import _snapshot, _snapshot_plan
-from changefeed.spark.landing._snapshot_dialect import statements
 from changefeed.spark.landing._snapshot_plan import Chunk, plan_chunks, snapshot_ulid, split_keys
-from changefeed.spark.landing._snapshot_sqlserver import SourceReader, keyset
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed, parse_connection
-from changefeed.spark.source._sqlserver import SqlServerBackend
-from changefeed.spark.source._types import Column
 
 URI = "mssql://reader:pw@db.example:1433/shop"
 NAMES = {kind: f"{kind}:dbo.orders" for kind in
@@ -167,7 +167,7 @@ def fake_server() -> FakeServer:
 def test_requests_go_through_the_feeds_procedures() -> None:
     server = fake_server()
     conn = server.connect()
-    db = statements("sqlserver")
+    db = dialect_named("sqlserver").snapshot()
     info = feed()
     server.on(r"where finished_at is null", (["snapshot_id"], [request_row(4, '["eu", 3]')]))
     server.on(r"^exec \[changefeed\]\.\[snapshot_begin", (["snapshot_id", "first_ulid"],

@@ -21,7 +21,9 @@ from pymssql import _mssql
 from tests.support.sqlserver_fake import Answer, FakeServer
 
 from changefeed.client import CannotConnect, ChangefeedError
-from changefeed.client.sqlserver import PAYLOAD_CHUNK, connect_arguments
+from changefeed.dialects.base import MAX_MOVES, MOVE_ROWS
+from changefeed.dialects.sqlserver.client import PAYLOAD_CHUNK, connect_arguments
+from changefeed.dialects.sqlserver.reads import SqlServerBackend
 from changefeed.spark.feedtable import TableName
 from changefeed.spark.landing import _landing
 from changefeed.spark.source import (
@@ -31,8 +33,6 @@ from changefeed.spark.source import (
     parse_options,
     read_range,
 )
-from changefeed.spark.source._backend import MAX_MOVES, MOVE_ROWS
-from changefeed.spark.source._sqlserver import SqlServerBackend
 
 FEED = "dbo.orders"
 NAMES = {"read_feed": "read_feed:dbo.orders", "safe_point": "safe_point:dbo.orders",

@@ -37,7 +37,7 @@ from changefeed.client import (
     WriteTransactionBroken,
     WrongMode,
 )
-from changefeed.client.sqlserver import registered_feeds
+from changefeed.dialects.sqlserver.client import registered_feeds
 
 KEYS = [["order_id", "bigint"]]
 WRITE_ID = uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
@@ -312,7 +312,7 @@ def test_an_unknown_feed_names_the_known_ones() -> None:
 
 
 def test_keys_and_arguments_are_checked_as_postgres_checks_them() -> None:
-    """SqlServerWrite.insert_events, insert_outbox and move_outbox use client/_checks like
+    """SqlServerWrite.insert_events, insert_outbox and move_outbox use client/checks.py like
     PostgresFeed: a key of the wrong width or with a None, a time_hint that is not a
     datetime, max_rows below 1 fail before any round trip."""
     client, server, conn = feed()
@@ -442,37 +442,20 @@ def test_snapshots_call_the_procedures_and_check_the_key_bounds() -> None:
     assert old.snapshots(conn) == [] and server.statements == []
 
 
-#: Where the two clients' public methods still differ, and why. The test below fails when
-#: a new difference appears and when one of these goes away, so the list stays true.
-REMAINING_DIFFERENCES = {
-    "SqlServerFeed.lock": "step 1 by hand; PostgreSQL's lock runs only inside write()",
-    "release": "SQL Server's procedure does not say whether a write was open: None",
-    "tombstone": "write_id is an int on PostgreSQL, a uuid on SQL Server",
-    "write": "SQL Server takes stall_timeout_ms and lock_probe_ms per call",
-    "insert_events": "row images (images=) are PostgreSQL's only",
-}
-
-
-def test_the_clients_offer_the_same_methods() -> None:
-    import inspect
-
-    from changefeed.client import PostgresFeed, SqlServerFeed, SqlServerWrite, Write
-
-    def public(cls: type) -> dict[str, str]:
-        return {
-            name: str(inspect.signature(getattr(cls, name))).replace("SqlServerWrite", "Write")
-            for name in dir(cls)
-            if not name.startswith("_") and callable(getattr(cls, name))
-        }
-
-    found = set()
-    for pg, ms in ((PostgresFeed, SqlServerFeed), (Write, SqlServerWrite)):
-        a, b = public(pg), public(ms)
-        found |= {f"{pg.__name__}.{n}" for n in set(a) - set(b)}
-        found |= {f"{ms.__name__}.{n}" for n in set(b) - set(a)}
-        found |= {n for n in set(a) & set(b) if a[n] != b[n]}
-    assert found == set(REMAINING_DIFFERENCES)
-    assert {"shards", "snapshot_begin", "snapshot_finish", "snapshots"} <= set(public(PostgresFeed))
+def test_release_says_whether_there_was_a_write_to_release() -> None:
+    """As PostgreSQL's release does: the session context names the shard lock of an open
+    write until update_state or release clears it (tests/test_dialects.py checks the rest
+    of the two clients' likeness)."""
+    held = (
+        "select case when session_context(N'changefeed/ff8f5c0c322d3c39f41e32d54227ff09/n') "
+        "is null then 0 else 1 end;"
+    )
+    for answer in (1, 0):
+        client, server, conn = feed()
+        server.on(r"session_context", (["held"], [(answer,)]))
+        server.on(r"\[release:shop\.orders\]", ([], []))
+        assert client.release(conn) is bool(answer)
+        assert server.statements == [held, RELEASE]
 
 
 def test_a_client_from_a_registry_entry_does_not_read_it_again() -> None:

@@ -1015,7 +1015,7 @@ def test_readers_at_the_head_fail_when_the_capture_is_lost(
 def test_the_client_names_capture_check_as_setup_does(rendered: dict[str, dict[str, Any]]) -> None:
     """capture_check is not in the registry's names: changefeed status derives its name by
     the same shortening rule, checked here against the rendered names, long ones too."""
-    from changefeed.client.sqlserver import object_name
+    from changefeed.dialects.sqlserver.client import object_name
 
     cases = [c for c in matrix.CASES if "capture_check" in rendered[c]["names"]]
     assert "outbox_trigger_long_names" in cases

@@ -9,7 +9,7 @@ or a ``RuntimeError`` before the root existed keeps that base as a mixin, so old
 A refusal of a feed routine carries the codes it has on each database: ``sqlstate``
 (PostgreSQL, class ``CF``, docs/postgres.md) and ``sqlserver_errors`` (the ``THROW``
 numbers of docs/sqlserver.md, "Error numbers"). The clients' translation tables
-(:func:`changefeed.client.errors.translate`, :func:`changefeed.client.sqlserver.translate`)
+(:func:`changefeed.client.errors.translate`, :func:`changefeed.dialects.sqlserver.client.translate`)
 are built from these attributes, so a code has one place.
 
 This module imports nothing: the ULID kernels, the Spark modules and the clients all
@@ -121,6 +121,10 @@ class CannotConnect(ChangefeedError):
     """The database cannot be reached, or its connection URI cannot be used."""
 
 
+class DriverMissing(CannotConnect):
+    """The database's Python driver is not installed; the message names the extra."""
+
+
 class CaptureLost(ChangefeedError):
     """CF011: a ``capture: trigger`` source lost its triggers (re-created without setup), or
     would arrive with rows that no event records (51074 on SQL Server)."""
@@ -168,6 +172,18 @@ class WrongMode(ChangefeedError):
 
 class BarrierTimeout(ChangefeedError):
     """``barrier_wait`` gave up before the barrier was released."""
+
+
+# -- reading a feed from Spark (changefeed.spark.source, the landing, the dialects) -------
+
+
+class ChangefeedSourceError(ChangefeedError, ValueError):
+    """A feed cannot be read as asked; the message names the cause and the fix.
+
+    Raised for a missing or bad option, an unknown feed, a bad ULID or offset, and an
+    unreachable database. Inside Spark it reaches the user wrapped in Spark's own
+    exception, with this message in its text. Exported by :mod:`changefeed.spark.source`.
+    """
 
 
 def _refusals() -> list[type[ChangefeedError]]:

@@ -15,7 +15,7 @@ import pytest
 from tests.support.sqlserver_live import LiveFeed, Server, lit, member_of, q, run, scalar
 
 from changefeed.client import CaptureLost
-from changefeed.client import sqlserver as mssql_client
+from changefeed.dialects.sqlserver import client as mssql_client
 
 TENANT = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
 

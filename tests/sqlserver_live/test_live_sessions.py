@@ -20,7 +20,7 @@ from tests.support.sqlserver_live import (
     run,
 )
 
-from changefeed.client import sqlserver
+from changefeed.dialects.sqlserver import client as sqlserver
 
 
 def _first_ulid(high: bytes, low_: int) -> bytes:

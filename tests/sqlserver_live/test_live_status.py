@@ -12,7 +12,7 @@ from typing import Any
 from tests.support.sqlserver_live import LiveFeed, Server, member_of
 
 from changefeed.cli import main
-from changefeed.client import sqlserver as mssql_client
+from changefeed.dialects.sqlserver import client as mssql_client
 
 
 def status(capsys: Any, uri: str, feed: LiveFeed, *extra: str) -> str:

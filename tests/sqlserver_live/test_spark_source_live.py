@@ -101,7 +101,7 @@ def test_a_landing_refuses_a_table_another_session_lands(
     records its feed and source."""
     import pytest
 
-    from changefeed.client.sqlserver import try_writer_lock
+    from changefeed.dialects.sqlserver.client import try_writer_lock
     from changefeed.spark.source import ChangefeedSourceError
 
     feed: LiveFeed = fresh("outbox_int")

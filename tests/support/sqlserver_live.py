@@ -6,7 +6,7 @@ tests get its result types (``SqlServerWrite``, ``Page``/``Event``, ``SafePoint`
 ``Barrier``); nothing here speaks the protocol by itself.
 
 DSN: ``CHANGEFEED_SQLSERVER_DSN=mssql://user:password@host:1433/database``, read by the
-client's own parser (``changefeed.client.sqlserver.connect_arguments``: user, password
+client's own parser (``changefeed.dialects.sqlserver.client.connect_arguments``: user, password
 and database percent-encoded if needed; ``?tds_version=7.4``, ``?encryption=require`` and
 the other parameters it knows pass through to pymssql). The user must
 be allowed to CREATE DATABASE: every run creates its own database
@@ -29,7 +29,7 @@ from typing import Any
 from tests.support import sqlserver_matrix as matrix
 
 from changefeed.client import CannotConnect, Event, FeedInfo, SqlServerFeed, sqlserver
-from changefeed.client.sqlserver import SqlServerWrite
+from changefeed.dialects.sqlserver.client import SqlServerWrite
 
 DSN_VARIABLE = "CHANGEFEED_SQLSERVER_DSN"
 BLOCK = 2**36

@@ -1,7 +1,7 @@
 """The database side shared by ``changefeed status`` and ``changefeed barrier``.
 
-Connection arguments and connecting (PostgreSQL with psycopg 3, SQL Server with pymssql,
-chosen by the URI's scheme), a feed's client and its shards, and ULID arguments. Nothing
+Connection arguments and connecting (through the dialect the URI's scheme names,
+:mod:`changefeed.dialects`), a feed's client, and ULID arguments. Nothing
 here imports PySpark.
 """
 
@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from changefeed.cli import CliError
-from changefeed.client import (
-    ChangefeedError,
-    FeedNotFound,
-    PostgresFeed,
-    SqlServerFeed,
-    redact,
-    registered_feeds,
-)
-from changefeed.client import sqlserver as mssql
+from changefeed.client import ChangefeedError, FeedNotFound, redact
 from changefeed.client.feed import FeedClient
+from changefeed.dialects import Dialect, dialect_for_uri, schemes
+from changefeed.errors import DriverMissing
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,17 +40,11 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: The URI schemes ``--connection`` accepts, by database.
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-SQLSERVER_SCHEMES = ("mssql", "sqlserver")
-
-
 class Database:
-    """A connection of either database and the feed client class of its dialect: the CLI
-    asks the clients (:class:`~changefeed.client.PostgresFeed`,
-    :class:`~changefeed.client.SqlServerFeed`), which own every statement."""
+    """An open connection and the :class:`~changefeed.dialects.Dialect` of its database:
+    the CLI asks the dialect's feed clients, which own every statement."""
 
-    def __init__(self, conn: Any, dialect: _Dialect, schema: str) -> None:
+    def __init__(self, conn: Any, dialect: Dialect, schema: str) -> None:
         self.conn = conn
         self.dialect = dialect
         self.schema = schema
@@ -75,7 +62,7 @@ class Database:
         except ChangefeedError as exc:
             raise CliError(f"{exc}") from None
 
-    def feed_client(self, feed: str) -> Any:
+    def feed_client(self, feed: str) -> FeedClient:
         """The feed's client; an unknown feed raises :class:`CliError` listing the known ones."""
         client = self.dialect.client(feed, self.schema)
         try:
@@ -88,71 +75,27 @@ class Database:
         return client
 
 
-@dataclass(frozen=True)
-class _Dialect:
-    """What the CLI needs of one database: a connection, its feed client class and the
-    registry's listing."""
-
-    connect: Callable[[str, str | None], Any]
-    client: type[FeedClient]
-    registered_feeds: Callable[[Any, str], Mapping[str, str]]
-
-
 @contextmanager
 def connect(args: argparse.Namespace) -> Iterator[Database]:
     """An autocommit connection to the database the arguments name, by URI scheme."""
     uri = _resolve_uri(args)
-    dialect = _DIALECTS[uri.split("://", 1)[0].lower() if "://" in uri else ""]
-    conn = dialect.connect(uri, args.password)
+    dialect = dialect_for_uri(uri)
+    try:
+        conn = dialect.connect(uri, password=args.password, application_name="changefeed-cli")
+    except DriverMissing as exc:
+        raise CliError(str(exc)) from None
+    except ChangefeedError as exc:
+        raise CliError(
+            f"{exc}. Check that the server is running and reachable and that --connection "
+            "(or CHANGEFEED_CONNECTION) names it"
+        ) from None
     try:
         yield Database(conn, dialect, args.changefeed_schema)
     finally:
         conn.close()
 
 
-def _connect_postgres(uri: str, password: str | None) -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise CliError(
-            "psycopg is not installed; install the PostgreSQL extra: "
-            "pip install 'changefeed[postgres]'"
-        ) from None
-    extra: dict[str, Any] = {} if "connect_timeout" in uri else {"connect_timeout": 10}
-    if password:
-        extra["password"] = password
-    try:
-        return psycopg.connect(uri, autocommit=True, application_name="changefeed-cli", **extra)
-    except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CliError(
-            f"cannot connect to PostgreSQL at {redact(uri)}: {reason}. Check that the server "
-            "is running and reachable and that --connection (or CHANGEFEED_CONNECTION) names "
-            "it"
-        ) from None
-
-
-def _connect_sqlserver(uri: str, password: str | None) -> Any:
-    try:
-        return mssql.connect(uri, application_name="changefeed-cli", password=password)
-    except ChangefeedError as exc:
-        raise CliError(
-            f"{exc}. Check that the server is running and reachable and that --connection "
-            "(or CHANGEFEED_CONNECTION) names it"
-        ) from None
-
-
-_POSTGRES = _Dialect(_connect_postgres, PostgresFeed, registered_feeds)
-_SQLSERVER = _Dialect(_connect_sqlserver, SqlServerFeed, mssql.registered_feeds)
-#: URI scheme (``""``: a libpq key=value string) -> its database.
-_DIALECTS: dict[str, _Dialect] = {
-    **{scheme: _POSTGRES for scheme in ("", *POSTGRES_SCHEMES)},
-    **{scheme: _SQLSERVER for scheme in SQLSERVER_SCHEMES},
-}
-
-
 def _resolve_uri(args: argparse.Namespace) -> str:
-    accepted = ", ".join(f"{s}://" for s in (*POSTGRES_SCHEMES, *SQLSERVER_SCHEMES))
     if not args.connection:
         raise CliError(
             "no database given: pass --connection postgresql://user@host/database or "
@@ -167,7 +110,8 @@ def _resolve_uri(args: argparse.Namespace) -> str:
             "postgresql://user@host:port/database or mssql://user@host:1433/database"
         )
     scheme = text.split("://", 1)[0].lower()
-    if scheme not in (*POSTGRES_SCHEMES, *SQLSERVER_SCHEMES):
+    if scheme not in schemes():
+        accepted = ", ".join(f"{s}://" for s in schemes())
         raise CliError(
             f"--connection {redact(text)}: unsupported scheme {scheme}://; accepted: {accepted}"
         )

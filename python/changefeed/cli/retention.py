@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         except ChangefeedError as exc:
             raise CliError(str(exc)) from None
         except Exception as exc:
-            if _permission_denied(exc):
+            if db.dialect.permission_denied(exc):
                 raise CliError(
                     f"this user may not remove events of {args.feed}: retention runs as the "
                     "feed's owner (the role that ran setup_feed), not as its reader or writer "
@@ -164,12 +164,3 @@ def _line(feed: str, r: Any) -> str:
             "which has not read them (--override-consumers removes them)"
         )
     return text
-
-
-def _permission_denied(exc: BaseException) -> bool:
-    """PostgreSQL's InsufficientPrivilege, or SQL Server's error 229 (permission denied)."""
-    if type(exc).__name__ == "InsufficientPrivilege":
-        return True
-    from changefeed.client.sqlserver import error_number
-
-    return error_number(exc) == 229

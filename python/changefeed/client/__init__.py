@@ -1,9 +1,12 @@
 """Clients for change feeds set up by the dbt macros.
 
 PostgreSQL (psycopg 3): :class:`PostgresFeed`. See ``docs/postgres.md``. SQL Server
-(pymssql): :class:`SqlServerFeed`, the same API (``docs/sqlserver.md``).
-What all databases share (:class:`FeedInfo`, quoting, :func:`redact`) is in
-:mod:`changefeed.client.core`; the errors in :mod:`changefeed.client.errors`.
+(pymssql): :class:`SqlServerFeed`, the same API (``docs/sqlserver.md``). Each is defined
+with the rest of its database's statements, in :mod:`changefeed.dialects`; what they
+share (:class:`~changefeed.client.feed.FeedClient`, :class:`FeedInfo`, quoting,
+:func:`redact`, the argument checks) is here, in :mod:`changefeed.client.core`,
+:mod:`changefeed.client.feed` and :mod:`changefeed.client.checks`; the errors in
+:mod:`changefeed.client.errors`.
 
 >>> from changefeed.client import PostgresFeed, ZERO_ULID
 >>> PostgresFeed("shop.orders").feed_id
@@ -42,8 +45,8 @@ from changefeed.client.errors import (
     WrongMode,
 )
 from changefeed.client.feed import Barrier, Event, Page, Retained, SafePoint, Snapshot
-from changefeed.client.postgres import PostgresFeed, Write, registered_feeds
-from changefeed.client.sqlserver import SqlServerFeed, SqlServerWrite
+from changefeed.dialects.postgres.client import PostgresFeed, Write, registered_feeds
+from changefeed.dialects.sqlserver.client import SqlServerFeed, SqlServerWrite
 
 __all__ = [
     "ZERO_ULID",

@@ -3,7 +3,8 @@
 The classes live in :mod:`changefeed.errors` (one root for the whole package, each class
 carrying its PostgreSQL SQLSTATE and its SQL Server error numbers); they are re-exported
 here and from :mod:`changefeed.client`. :func:`translate` maps a psycopg error with a
-``CF`` SQLSTATE to its class; SQL Server's is :func:`changefeed.client.sqlserver.translate`.
+``CF`` SQLSTATE to its class; SQL Server's is
+:func:`changefeed.dialects.sqlserver.client.translate`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from changefeed.errors import (
     CannotConnect,
     CaptureLost,
     ChangefeedError,
+    DriverMissing,
     FeedNotFound,
     FellBehindRetention,
     InvalidArgument,
@@ -37,6 +39,7 @@ __all__ = [
     "CannotConnect",
     "CaptureLost",
     "ChangefeedError",
+    "DriverMissing",
     "FeedNotFound",
     "FellBehindRetention",
     "InvalidArgument",

@@ -5,14 +5,21 @@ a barrier)."""
 from __future__ import annotations
 
 import time
+import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from changefeed.client import _checks
-from changefeed.client.core import FeedInfo
+from changefeed.client import checks as _checks
+from changefeed.client.core import ZERO_ULID, FeedInfo
 from changefeed.client.errors import BarrierTimeout, NeedsUpgrade, WrongMode
+
+#: A pending write's id as ``safe_point`` reports it: PostgreSQL's is an int, SQL Server's a
+#: uuid (or its text). Each client refuses the other's kind with :class:`InvalidArgument`.
+WriteId = int | uuid.UUID | str
 
 
 @dataclass(frozen=True)
@@ -163,8 +170,10 @@ class BlockWrite:
 _Client = TypeVar("_Client", bound="FeedClient")
 
 
-class FeedClient:
-    """One feed in one database; subclasses read its registry entry and call its routines.
+class FeedClient(ABC):
+    """One feed in one database; each dialect's subclass reads its registry entry and calls
+    its routines (:class:`~changefeed.client.PostgresFeed`,
+    :class:`~changefeed.client.SqlServerFeed`), with the same methods and signatures.
 
     ``feed_id`` is the unquoted ``schema.table`` of the source table; ``schema`` the
     changefeed schema (the dbt var ``changefeed_schema``, default ``changefeed``).
@@ -185,8 +194,71 @@ class FeedClient:
         client._info = info
         return client
 
-    def _load(self, conn: Any) -> FeedInfo:
-        raise NotImplementedError
+    @abstractmethod
+    def _load(self, conn: Any) -> FeedInfo: ...
+
+    # -- what each dialect implements (docs/python-api.md) -------------------------------
+
+    @abstractmethod
+    def write(
+        self,
+        conn: Any,
+        shard: int,
+        time_hint: datetime | None = None,
+        *,
+        stall_timeout_ms: int | None = None,
+        lock_probe_ms: int | None = None,
+    ) -> AbstractContextManager[BlockWrite]:
+        """One write transaction on ``shard`` (blocking mode): lock, body, publish."""
+
+    @abstractmethod
+    def lock(
+        self,
+        conn: Any,
+        shard: int,
+        time_hint: datetime | None = None,
+        *,
+        stall_timeout_ms: int | None = None,
+        lock_probe_ms: int | None = None,
+        begin: bool = True,
+    ) -> BlockWrite:
+        """Step 1 of a write by hand: take the shard's lock and open a write."""
+
+    @abstractmethod
+    def release(self, conn: Any) -> bool:
+        """Abandon this connection's write and release its lock; whether there was one."""
+
+    @abstractmethod
+    def ulid_sql(self, conn: Any) -> str:
+        """The SQL expression that numbers a write's events (blocking mode)."""
+
+    @abstractmethod
+    def outbox_sql(self, conn: Any, with_time_hint: bool = False) -> str:
+        """The insert statement of outbox rows (outbox mode)."""
+
+    @abstractmethod
+    def insert_outbox(
+        self,
+        conn: Any,
+        shard: int,
+        keys: Iterable[Sequence[Any]],
+        time_hint: datetime | None = None,
+    ) -> int:
+        """Insert outbox rows in the caller's transaction (outbox mode)."""
+
+    @abstractmethod
+    def read_page(
+        self, conn: Any, shard: int, cursor: bytes = ZERO_ULID, page_size: int = 1000
+    ) -> Page:
+        """The events of ``shard`` after ``cursor`` up to the safe point, one page."""
+
+    @abstractmethod
+    def safe_point(self, conn: Any, shard: int) -> SafePoint:
+        """The shard's safe point and its oldest pending write."""
+
+    @abstractmethod
+    def tombstone(self, conn: Any, shard: int, session_id: int, write_id: WriteId) -> bool:
+        """Abandon a stale pending write; whether this call won over its commit."""
 
     def info(self, conn: Any) -> FeedInfo:
         """The feed's registry entry (mode, keys, names); read once, then cached."""

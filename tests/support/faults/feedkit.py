@@ -2,7 +2,7 @@
 
 A :class:`FeedKit` is a JSON-serialisable description of one feed (its registry row:
 object names, mode, key columns, source table), so a child process can rebuild it.
-Writes and reads go through the project's client, ``changefeed.client.postgres``
+Writes and reads go through the project's client, ``changefeed.dialects.postgres.client``
 (``PostgresFeed``); the kit only adds the hooks where a scenario freezes or kills a
 client (``step``), bulk inserts, and direct reads of the feed's tables for the checker.
 """
@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 from tests.support.faults.checker import Event, Key
 
-from changefeed.client.postgres import PostgresFeed
+from changefeed.dialects.postgres.client import PostgresFeed
 
 ZERO = bytes(16)
 

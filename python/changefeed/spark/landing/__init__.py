@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from changefeed.dialects.snapshot_types import SnapshotRequest
 from changefeed.service_state import FeedState
 from changefeed.spark.landing._continuous import (
     MAX_INTERVAL,
@@ -70,7 +71,6 @@ from changefeed.spark.landing._snapshot import ProgressCallback, SnapshotProgres
 from changefeed.spark.landing._snapshot import cancel as cancel_snapshot
 from changefeed.spark.landing._snapshot import request as request_snapshot
 from changefeed.spark.landing._snapshot_plan import CHUNK_ROWS
-from changefeed.spark.landing._snapshot_types import SnapshotRequest
 from changefeed.spark.source import ChangefeedSourceError
 
 __all__ = [

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
+from changefeed.dialects import dialect_named
 from changefeed.spark.feedtable import (
     FeedTable,
     table_properties,
@@ -43,7 +44,6 @@ from changefeed.spark.landing import (
     _format,
     _parquet_files,
     _snapshot,
-    _snapshot_dialect,
     _snapshot_plan,
 )
 from changefeed.spark.landing._evolution import apply as apply_evolution
@@ -272,7 +272,7 @@ class Landing:
         each, in order, with ``None`` for one that failed."""
         backend = self._connection()
         info = backend.describe(self.options.feed, self.options.payload)
-        pending = _snapshot_dialect.statements(backend.dialect).pending_requests(backend.conn, info)
+        pending = dialect_named(backend.dialect).snapshot().pending_requests(backend.conn, info)
         requests = [
             r for r in pending if self.options.shards is None or r.shard in self.options.shards
         ]

@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from changefeed.dialects.snapshot_types import Chunk
 from changefeed.spark import is_connect
 from changefeed.spark.feedtable import BATCH_COLUMN, FeedTable, TableName
 from changefeed.spark.landing._snapshot_plan import chunk_specs
-from changefeed.spark.landing._snapshot_types import Chunk
 
 #: The staging directories' prefix (hidden from Spark's listing by its leading dot; the
 #: name predates live batches, and killed attempts' directories of either are cleared).

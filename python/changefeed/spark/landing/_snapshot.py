@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from changefeed.client import ZERO_ULID
+from changefeed.dialects import dialect_named
+from changefeed.dialects.snapshot_types import SnapshotRequest, snapshot_table
 from changefeed.spark import is_connect
 from changefeed.spark.feedtable import OPERATION_COLUMN
 from changefeed.spark.landing._evolution import landed_schema
-from changefeed.spark.landing._snapshot_dialect import statements
 from changefeed.spark.landing._snapshot_plan import (
     CHUNK_ROWS,
     chunk_frame,
@@ -39,7 +40,6 @@ from changefeed.spark.landing._snapshot_plan import (
     plan,
     resume_point,
 )
-from changefeed.spark.landing._snapshot_types import SnapshotRequest, snapshot_table
 from changefeed.spark.source import ChangefeedSourceError, SourceFeed, to_hex
 from changefeed.ulid import previous_one
 
@@ -206,7 +206,7 @@ def execute(
         return 0
     first, lower, inclusive = point
     upper = tuple(str(v) for v in request.key_to) if request.key_to is not None else None
-    db = statements(info.dialect)
+    db = dialect_named(info.dialect).snapshot()
     chunk_rows = landing.snapshot_chunk_rows
     cores = _cores(spark)
     per_batch = max(1, landing.snapshot_batch_rows // chunk_rows, cores)
@@ -289,7 +289,7 @@ def source_frame(
     options = parse_options({**source_options, "payload": "true"})
     with open_backend(options.connection, options.changefeed_schema) as backend:
         info = backend.describe(options.feed, True)
-        reader = statements(info.dialect).reader(info, None)
+        reader = dialect_named(info.dialect).snapshot().reader(info, None)
         chunks, _ = plan(backend.conn, reader, 0, 0, None, True, None, chunk_rows, _cores(spark))
     read = chunk_reader(options, reader, 0, ZERO_ULID)
     return chunk_frame(spark, chunks, read, info.layout().spark_schema())
@@ -358,7 +358,7 @@ def request(
         names = [k.name for k in info.keys]
         bounds = key_bound(key_from, names, "key_from"), key_bound(key_to, names, "key_to")
         conn = backend.conn
-        db = statements(info.dialect)
+        db = dialect_named(info.dialect).snapshot()
         if db.shard_expression(conn, info) is None:
             others = sorted(set(backend.shards(info)) - {shard})
             if others:
@@ -384,7 +384,7 @@ def cancel(source_options: Mapping[str, str], snapshot_id: int) -> SnapshotReque
         info = backend.describe(options.feed, False)
         snapshot_table(info)
         conn = backend.conn
-        db = statements(info.dialect)
+        db = dialect_named(info.dialect).snapshot()
         found = [r for r in db.pending_requests(conn, info) if r.snapshot_id == snapshot_id]
         if not found:
             raise ChangefeedSourceError(

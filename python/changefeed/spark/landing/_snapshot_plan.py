@@ -9,10 +9,10 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from changefeed.dialects import ChunkStatements, dialect_named
+from changefeed.dialects.snapshot_types import Chunk, SnapshotRequest
 from changefeed.spark.feedtable import with_operation_arrow
 from changefeed.spark.landing._evolution import conform_arrow
-from changefeed.spark.landing._snapshot_dialect import ChunkStatements, statements
-from changefeed.spark.landing._snapshot_types import Chunk, SnapshotRequest
 from changefeed.spark.source import (
     BatchBuilder,
     ChangefeedSourceError,
@@ -168,7 +168,7 @@ def plan(
     multiple of it, so that no batch's job is left with fewer tasks than cores; a smaller
     plan is kept (a small table is not cut into a chunk per core, each a connection)."""
     whole = Chunk(-1, lower, lower_inclusive, upper, True)
-    db = statements(reader.info.dialect)
+    db = dialect_named(reader.info.dialect).snapshot()
     estimate = db.estimated_rows(conn, reader.info.info.source)
     if estimate < SAMPLE_KEYS_PER_CHUNK * 20:
         sql, params = reader.sample_sql(shard, whole, None)
@@ -218,7 +218,7 @@ def chunk_reader(
         try:
             conn = backend.conn
             builder = BatchBuilder(reader.info.layout())
-            db = statements(reader.info.dialect)
+            db = dialect_named(reader.info.dialect).snapshot()
             direct = db.arrow_reader(conn, options.connection.uri, builder.layout)
             for spec in specs:
                 chunk = _chunk_from_json(spec)

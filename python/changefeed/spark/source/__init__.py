@@ -15,17 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from changefeed.spark.source._backend import (
-    Backend,
-    Connection,
-    SourceFeed,
-    parse_connection,
-    read_range,
-)
+from changefeed.dialects import Backend, Connection, SourceFeed, parse_connection
+from changefeed.dialects.rows import BatchBuilder, RowLayout, base_type
+from changefeed.errors import ChangefeedSourceError
 from changefeed.spark.source._dialects import open_backend
-from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._options import OPTIONS, FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset, to_hex
+from changefeed.spark.source._read_range import read_range
 from changefeed.spark.source._retention import LANDING_FIX, check_not_behind
 from changefeed.spark.source._source import (
     FORMAT_NAME,
@@ -34,7 +30,6 @@ from changefeed.spark.source._source import (
     FeedPartition,
     FeedStreamReader,
 )
-from changefeed.spark.source._types import BatchBuilder, RowLayout, base_type
 
 __all__ = [
     "FORMAT_NAME",

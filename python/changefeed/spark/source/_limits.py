@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from changefeed.spark.source._backend import Backend, SourceFeed, read_range
+from changefeed.dialects import Backend, SourceFeed
+from changefeed.spark.source._read_range import read_range
 
 
 def bounded_ends(

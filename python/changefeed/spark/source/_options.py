@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from changefeed.spark.source._backend import Connection, parse_connection
-from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.dialects import Connection, parse_connection
+from changefeed.errors import ChangefeedSourceError
 from changefeed.spark.source._limits import parse_delay
 from changefeed.spark.source._positions import (
     StartingPosition,

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.errors import ChangefeedSourceError
 from changefeed.ulid import ULID_BYTES, InvalidULID, decode_one, from_hex_one, to_hex_one
 
 OFFSET_VERSION = 1

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from changefeed.spark.source._backend import Backend, SourceFeed
-from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.dialects import Backend, SourceFeed
+from changefeed.errors import ChangefeedSourceError
 from changefeed.spark.source._positions import to_hex
 
 #: The re-snapshot a landing needs (docs/operations.md, "A landing behind retention").

@@ -28,19 +28,15 @@ except ImportError:
     # freezes the target itself with one ``latestOffset()`` call (docs/spark-source.md).
     _AvailableNow = object
 
-from changefeed.spark.source._backend import (
-    Backend,
-    Connection,
-    SourceFeed,
-    read_range,
-)
+from changefeed.dialects import Backend, Connection, SourceFeed
+from changefeed.dialects.rows import BatchBuilder
+from changefeed.errors import ChangefeedSourceError
 from changefeed.spark.source._dialects import open_backend
-from changefeed.spark.source._errors import ChangefeedSourceError
 from changefeed.spark.source._limits import bounded_ends, events_up_to
 from changefeed.spark.source._options import FeedOptions, parse_options
 from changefeed.spark.source._positions import decode_offset, encode_offset
+from changefeed.spark.source._read_range import read_range
 from changefeed.spark.source._retention import SOURCE_FIX, check_not_behind
-from changefeed.spark.source._types import BatchBuilder
 
 FORMAT_NAME = "changefeed"
 _STREAM = "this streaming query of format('changefeed')"

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from changefeed.client import ZERO_ULID, ChangefeedError
-from changefeed.client import sqlserver as client
-from changefeed.spark.source._backend import (
+from changefeed.client.core import ZERO_ULID
+from changefeed.dialects.base import (
     MAX_MOVES,
     MOVE_ROWS,
     Backend,
@@ -19,8 +18,9 @@ from changefeed.spark.source._backend import (
     Row,
     SourceFeed,
 )
-from changefeed.spark.source._errors import ChangefeedSourceError
-from changefeed.spark.source._types import Column
+from changefeed.dialects.rows import Column
+from changefeed.dialects.sqlserver import client
+from changefeed.errors import ChangefeedError, ChangefeedSourceError
 
 
 class SqlServerBackend(Backend):

@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from changefeed.client import quote_mssql
-from changefeed.client import sqlserver as client
-from changefeed.spark.landing._snapshot_types import Chunk, ClientRequests, chunk_terms
-from changefeed.spark.source import ChangefeedSourceError, SourceFeed
+from changefeed.client.core import quote_mssql
+from changefeed.dialects.base import ArrowChunkReader, SourceFeed
+from changefeed.dialects.rows import RowLayout
+from changefeed.dialects.snapshot_types import Chunk, ClientRequests, chunk_terms
+from changefeed.dialects.sqlserver import client
+from changefeed.errors import ChangefeedSourceError
 
 #: A registered SQL Server type as the statements may spell it: ``bigint``,
 #: ``nvarchar(40)``, ``decimal(12,2)``, ``varchar(max)``.
@@ -205,6 +207,6 @@ class SqlServerStatements(ClientRequests):
         finally:
             cur.close()
 
-    def arrow_reader(self, conn: Any, uri: str, layout: Any) -> None:
+    def arrow_reader(self, conn: Any, uri: str, layout: RowLayout) -> ArrowChunkReader | None:
         """None: pymssql reads rows (no direct Arrow read of SQL Server here)."""
         return None

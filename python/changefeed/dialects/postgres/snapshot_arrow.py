@@ -14,7 +14,8 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from changefeed.spark.source import ChangefeedSourceError, RowLayout, base_type
+from changefeed.dialects.rows import RowLayout, base_type
+from changefeed.errors import ChangefeedSourceError
 
 LOG = logging.getLogger("changefeed.snapshot")
 

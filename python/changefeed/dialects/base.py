@@ -1,31 +1,41 @@
-"""What the data source needs from a database, and the read loop shared by both adapters.
+"""What one database must provide, and the values that cross from it to the rest.
 
-A :class:`Backend` wraps one connection to PostgreSQL or SQL Server and speaks, through
-the database's client (:mod:`changefeed.client`), only to the feed's generated objects
-(registry ``changefeed.feeds``, ``safe_point:<feed>``, ``read_feed:<feed>``,
-``move_outbox:<feed>``) plus, for payloads, a read of the source table. Everything else
-(planning, offsets, Arrow) is shared.
+One :class:`Dialect` per database (PostgreSQL in :mod:`changefeed.dialects.postgres`,
+SQL Server in :mod:`changefeed.dialects.sqlserver`) owns every statement changefeed sends
+to it and hands out its parts: a connection, the feed client that writes and reads
+(:class:`~changefeed.client.feed.FeedClient`), the Spark source's reads on an open
+connection (:class:`Backend`) and a snapshot's statements (:class:`SnapshotStatements`).
+The Spark source, the landing, the snapshot and the CLI see only these interfaces; what is
+not per database (planning, offsets, Arrow batches, the landing) lives above them.
+
+Nothing here imports a database driver, PyArrow or PySpark: the CLI's ``status`` and
+``barrier`` choose a dialect with only a driver installed.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from changefeed.client.core import ZERO_ULID, FeedInfo, redact
-from changefeed.errors import ChangefeedError
-from changefeed.spark.source._errors import ChangefeedSourceError
-from changefeed.spark.source._positions import to_hex
-from changefeed.spark.source._types import Column, RowLayout
+from changefeed.client.core import FeedInfo, redact
+from changefeed.client.feed import FeedClient
+from changefeed.dialects.rows import Column, RowLayout
+from changefeed.errors import ChangefeedError, ChangefeedSourceError
+
+if TYPE_CHECKING:
+    from changefeed.dialects.snapshot_types import Chunk, SnapshotRequest
 
 #: Outbox events one move publishes, and the most moves per shard and plan (both backends).
 MOVE_ROWS = 10_000
 MAX_MOVES = 100
 
 Row = tuple[Any, ...]
+
+#: A snapshot chunk's read straight into Arrow arrays: ``(sql, params) -> batches`` of the
+#: key columns, then the payload columns, of the layout's types.
+ArrowChunkReader = Callable[[str, Sequence[Any]], Iterator[list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -81,45 +91,6 @@ class Connection:
     @property
     def display(self) -> str:
         return redact(self.uri)
-
-
-def parse_connection(
-    uri: str, *, user: str | None = None, password: str | None = None
-) -> Connection:
-    """``postgresql://...`` (any libpq URI, also a Unix-socket ``?host=/dir``) or
-    ``mssql://user:password@host:port/database`` (also ``sqlserver://``).
-
-    ``user``/``password`` (the options of the same names) replace those of the URI, so a
-    secret can stay out of the URI (Spark redacts an option named ``password``).
-    """
-    text = (uri or "").strip()
-    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
-    if scheme in ("postgresql", "postgres"):
-        dialect = "postgres"
-    elif scheme in ("mssql", "sqlserver"):
-        dialect = "sqlserver"
-    else:
-        raise ChangefeedSourceError(
-            f"connection {redact(text)!r} is not a supported URI: use "
-            "postgresql://user:password@host:port/database (libpq form, also "
-            "?host=/unix/socket/dir) or mssql://user:password@host:port/database"
-        )
-    if user is not None or password is not None:
-        parts = urllib.parse.urlsplit(text)
-        name = user if user is not None else urllib.parse.unquote(parts.username or "")
-        secret = password if password is not None else urllib.parse.unquote(parts.password or "")
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        auth = urllib.parse.quote(name, safe="")
-        if secret:
-            auth += ":" + urllib.parse.quote(secret, safe="")
-        text = urllib.parse.urlunsplit(
-            (parts.scheme, f"{auth}@{host}", parts.path, parts.query, parts.fragment)
-        )
-    return Connection(dialect, text)
 
 
 class Backend(ABC):
@@ -213,41 +184,96 @@ class Backend(ABC):
         self.close()
 
 
-def read_range(
-    backend: Backend, info: SourceFeed, shard: int, start: bytes, end: bytes, page_size: int
-) -> Iterator[list[Row]]:
-    """Every event of ``shard`` with ``start < ulid <= end``, page by page, in ULID order.
+class ChunkStatements(Protocol):
+    """The SQL of a request's chunks on the feed's source table (what
+    :meth:`SnapshotStatements.reader` returns): each statement and its parameters."""
 
-    ``end`` must be a safe point observed earlier (or below one): everything at or below
-    it is committed and immutable (S1, C3), so this returns the same rows whenever it
-    runs. Pages end at transaction boundaries (``read_feed``); ``end`` is a safe point,
-    itself the last ULID of a block, so cutting a page at ``end`` never splits one.
+    info: SourceFeed
+    shard_expression: str | None
+
+    def chunk_sql(self, shard: int, chunk: Chunk) -> tuple[str, list[Any]]: ...
+
+    def sample_sql(
+        self, shard: int, whole: Chunk, percent: float | None
+    ) -> tuple[str, list[Any]]: ...
+
+
+class SnapshotStatements(Protocol):
+    """The database's side of a snapshot: the requests, the feed's shard expression, the
+    table's size, and the chunk and sample reads (their SQL from :meth:`reader`)."""
+
+    def reader(self, info: SourceFeed, shard_expression: str | None) -> ChunkStatements:
+        """The chunk and sample statements (``chunk_sql``, ``sample_sql``) of the feed."""
+        ...
+
+    def pending_requests(self, conn: Any, info: SourceFeed) -> list[SnapshotRequest]: ...
+
+    def request(
+        self, conn: Any, info: SourceFeed, shard: int, key_from: str | None, key_to: str | None
+    ) -> SnapshotRequest: ...
+
+    def finish(self, conn: Any, info: SourceFeed, request: SnapshotRequest, rows: int) -> None: ...
+
+    def shard_expression(self, conn: Any, info: SourceFeed) -> str | None: ...
+
+    def estimated_rows(self, conn: Any, source: str) -> int: ...
+
+    def fetch_all(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    def fetch_batches(
+        self, conn: Any, sql: str, params: Sequence[Any], size: int
+    ) -> Iterator[list[tuple[Any, ...]]]: ...
+
+    def arrow_reader(self, conn: Any, uri: str, layout: RowLayout) -> ArrowChunkReader | None:
+        """A chunk read straight into Arrow arrays (key columns, then payload columns, of
+        the layout's types), or None: the task reads rows with :meth:`fetch_batches`."""
+        ...
+
+
+class Dialect(ABC):
+    """One database: its name and URI schemes, and the factory of its parts.
+
+    Both implementations have the same methods with the same signatures and meaning
+    (tests/test_dialects.py checks it); a third database implements this class and is
+    added to :data:`changefeed.dialects.DIALECTS`.
     """
-    cursor = start
-    while cursor < end:
-        page = backend.read_page(info, shard, cursor, page_size)
-        if not page:
-            # read_feed stops at the safe point of its own snapshot. It can only be below
-            # `end` if the feed went backwards (re-created, restored): never return a
-            # silently short range.
-            now = backend.safe_points(info, [shard]).get(shard, ZERO_ULID)
-            if now < end:
-                raise ChangefeedSourceError(
-                    f"feed {info.feed_id} shard {shard}: the safe point is now {to_hex(now)}, "
-                    f"below {to_hex(end)} that this read was planned up to (was the feed "
-                    "torn down and set up again?); nothing is read past a safe point"
-                )
-            return
-        first, last = bytes(page[0][1]), bytes(page[-1][1])
-        if first <= cursor:
-            raise ChangefeedSourceError(
-                f"feed {info.feed_id} shard {shard}: read_feed returned {to_hex(first)}, "
-                f"not after the cursor {to_hex(cursor)}"
-            )
-        if last > end:
-            kept = [row for row in page if bytes(row[1]) <= end]
-            if kept:
-                yield kept
-            return
-        yield page
-        cursor = last
+
+    #: The dialect's name, as :class:`Connection` and :class:`FeedInfo` carry it.
+    name: ClassVar[str]
+    #: The database's name for messages ("PostgreSQL").
+    title: ClassVar[str]
+    #: The URI schemes of ``--connection`` and the ``connection`` option that name it.
+    schemes: ClassVar[tuple[str, ...]]
+    #: The package extra that installs its driver: ``pip install 'changefeed[<extra>]'``.
+    extra: ClassVar[str]
+
+    @abstractmethod
+    def connect(self, uri: str, *, password: str | None = None,
+                application_name: str = "changefeed") -> Any:  # fmt: skip
+        """An autocommit DB-API connection to ``uri`` (``password`` replaces the URI's).
+        Raises :class:`~changefeed.errors.CannotConnect` naming the server and the reason,
+        or when the driver is not installed, the extra that installs it."""
+
+    @abstractmethod
+    def client(self, feed_id: str, schema: str = "changefeed") -> FeedClient:
+        """The feed client of ``feed_id`` (``schema.table``) under the changefeed schema."""
+
+    @abstractmethod
+    def registered_feeds(self, conn: Any, schema: str = "changefeed") -> Mapping[str, str]:
+        """``feed_id -> mode`` of every feed set up under ``schema``; raises
+        :class:`~changefeed.errors.FeedNotFound` when there is no registry."""
+
+    @abstractmethod
+    def permission_denied(self, exc: BaseException) -> bool:
+        """Whether ``exc``, raised by this database's driver, refused a privilege."""
+
+    @abstractmethod
+    def reads(self, connection: Connection, changefeed_schema: str = "changefeed") -> Backend:
+        """The Spark source's reads on a new connection to ``connection`` (close it)."""
+
+    @abstractmethod
+    def snapshot(self) -> SnapshotStatements:
+        """A snapshot's statements on this database (docs/protocol.md section 12)."""
+
+    def __repr__(self) -> str:
+        return f"<{self.title} dialect>"

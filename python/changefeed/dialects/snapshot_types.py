@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from changefeed.client.feed import FeedClient, Snapshot
-from changefeed.errors import ChangefeedError
-from changefeed.spark.source import ChangefeedSourceError, SourceFeed
+from changefeed.dialects.base import SourceFeed
+from changefeed.errors import ChangefeedError, ChangefeedSourceError
 
 
 @dataclass(frozen=True)

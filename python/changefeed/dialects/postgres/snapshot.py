@@ -6,13 +6,15 @@ the requests (``snapshot:<feed>``, ``snapshot_begin``, ``snapshot_finish``), the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from changefeed.client import PostgresFeed
 from changefeed.client.core import quote_pg
-from changefeed.spark.landing._snapshot_types import Chunk, ClientRequests, chunk_terms
-from changefeed.spark.source import ChangefeedSourceError, RowLayout, SourceFeed
+from changefeed.dialects.base import ArrowChunkReader, SourceFeed
+from changefeed.dialects.postgres.client import PostgresFeed
+from changefeed.dialects.rows import RowLayout
+from changefeed.dialects.snapshot_types import Chunk, ClientRequests, chunk_terms
+from changefeed.errors import ChangefeedSourceError
 
 
 def pg_text(sql: str) -> str:
@@ -131,9 +133,7 @@ class PostgresStatements(ClientRequests):
             while rows := cur.fetchmany(size):
                 yield rows
 
-    def arrow_reader(
-        self, conn: Any, uri: str, layout: RowLayout
-    ) -> Callable[[str, Sequence[Any]], Iterator[list[Any]]] | None:
-        from changefeed.spark.landing import _snapshot_arrow
+    def arrow_reader(self, conn: Any, uri: str, layout: RowLayout) -> ArrowChunkReader | None:
+        from changefeed.dialects.postgres import snapshot_arrow
 
-        return _snapshot_arrow.reader(conn, uri, layout)
+        return snapshot_arrow.reader(conn, uri, layout)

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-
 from changefeed.client.core import jsonb_text
-from changefeed.spark.source._errors import ChangefeedSourceError
+from changefeed.errors import ChangefeedSourceError
 
 Convert = Callable[[Any], Any]
 
@@ -196,6 +194,8 @@ def _array(values: Sequence[Any], convert: Convert, arrow_type: Any, column: Col
 
     PostgreSQL's numeric(p,s) holds NaN, which a Spark decimal cannot: such a value fails
     the read, naming the column and the fix, rather than landing as something else."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
     if convert is not _identity:
         values = [convert(v) for v in values]
     try:
@@ -223,6 +223,8 @@ class BatchBuilder:
 
     def build(self, rows: Sequence[Sequence[Any]]) -> Any:
         """One record batch from rows shaped as :class:`RowLayout` describes."""
+        import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
         nkeys = len(self.layout.keys)
         columns: list[list[Any]] = (
             [list(c) for c in zip(*rows, strict=True)]
@@ -263,6 +265,7 @@ class BatchBuilder:
         """One record batch of snapshot events from ``arrays``
         (:meth:`snapshot_arrays`, or a direct Arrow read of the same columns)."""
         import numpy as np
+        import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
         nkeys = len(self.layout.keys)
         fields = list(self.schema)
@@ -280,6 +283,8 @@ class BatchBuilder:
         exists: Sequence[Any] | None,
         payload_columns: Sequence[list[Any]],
     ) -> Any:
+        import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
         fields = list(self.schema)
         for i, convert in enumerate(self._key_convert):
             arrays.append(_array(key_columns[i], convert, fields[2 + i].type, self.layout.keys[i]))

@@ -1,4 +1,4 @@
-"""PostgreSQL access of the data source (psycopg 3)."""
+"""PostgreSQL's reads for the Spark source (the :class:`Backend` of a connection)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from changefeed.client.core import quote_pg
-from changefeed.spark.source._backend import (
+from changefeed.dialects.base import (
     MAX_MOVES,
     MOVE_ROWS,
     Backend,
@@ -15,8 +15,15 @@ from changefeed.spark.source._backend import (
     Row,
     SourceFeed,
 )
-from changefeed.spark.source._errors import ChangefeedSourceError
-from changefeed.spark.source._types import Column
+from changefeed.dialects.postgres.client import (
+    PostgresFeed,
+    connect,
+    registered_feeds,
+    source_identity,
+    try_writer_lock,
+)
+from changefeed.dialects.rows import Column
+from changefeed.errors import ChangefeedError, ChangefeedSourceError
 
 
 class PostgresBackend(Backend):
@@ -25,23 +32,11 @@ class PostgresBackend(Backend):
     def __init__(self, connection: Connection, changefeed_schema: str) -> None:
         super().__init__(connection, changefeed_schema)
         try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - the postgres extra is missing
-            raise ChangefeedSourceError(
-                "reading a PostgreSQL feed needs psycopg: pip install 'changefeed[postgres]'"
-            ) from exc
-        extra: dict[str, Any] = {}
-        if "connect_timeout" not in connection.uri:
-            extra["connect_timeout"] = 15
-        try:
-            self.conn: Any = psycopg.connect(
-                connection.uri, autocommit=True, application_name="changefeed-spark", **extra
-            )
-        except psycopg.Error as exc:
-            raise ChangefeedSourceError(
-                f"cannot connect to PostgreSQL at {connection.display}: "
-                f"{str(exc).strip() or type(exc).__name__}"
-            ) from None
+            self.conn: Any = connect(connection.uri, application_name="changefeed-spark")
+        except ChangefeedError as exc:
+            raise ChangefeedSourceError(str(exc)) from None
+        import psycopg
+
         self._psycopg = psycopg
         self._clients: dict[str, Any] = {}
 
@@ -58,15 +53,11 @@ class PostgresBackend(Backend):
     # -- Backend ---------------------------------------------------------------------
 
     def _client(self, feed_id: str) -> Any:
-        from changefeed.client import PostgresFeed
-
         if feed_id not in self._clients:
             self._clients[feed_id] = PostgresFeed(feed_id, self.changefeed_schema)
         return self._clients[feed_id]
 
     def describe(self, feed_id: str, payload: bool) -> SourceFeed:
-        from changefeed.client import ChangefeedError
-
         try:
             registered = self._client(feed_id).info(self.conn)
         except ChangefeedError as exc:
@@ -158,22 +149,15 @@ class PostgresBackend(Backend):
         self._client(info.feed_id).barrier_wait(self.conn, shard, timeout_s)
 
     def registered_feeds(self) -> list[str]:
-        from changefeed.client import ChangefeedError
-        from changefeed.client.postgres import registered_feeds
-
         try:
             return sorted(registered_feeds(self.conn, self.changefeed_schema))
         except ChangefeedError as exc:
             raise ChangefeedSourceError(str(exc)) from None
 
     def try_writer_lock(self, table: str) -> str | None:
-        from changefeed.client.postgres import try_writer_lock
-
         return try_writer_lock(self.conn, table)
 
     def source_identity(self) -> str:
-        from changefeed.client.postgres import source_identity
-
         return source_identity(self.conn)
 
     def close(self) -> None:
