@@ -10,10 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from changefeed import _jars
-from changefeed._jars import LakehouseJarsMissing
-from changefeed._jvm import LOCAL_CONF, JavaNotFound, jvm_output_to, require_java
-from changefeed.catalog import Catalog, ensure_running
+from changefeed.local import jars
+from changefeed.local._jvm import LOCAL_CONF, JavaNotFound, jvm_output_to, require_java
+from changefeed.local.catalog import Catalog, ensure_running
+from changefeed.local.jars import LakehouseJarsMissing
 
 __all__ = [
     "LOCAL_CONF",
@@ -39,10 +39,10 @@ def local_spark_session(
     live; without it, a temporary directory that is removed when the Python process exits.
 
     ``lakehouse``: Delta Lake and Iceberg tables next to parquet (see
-    :mod:`changefeed._jars`); ``None`` enables them when their jars are found, ``True``
+    :mod:`changefeed.local.jars`); ``None`` enables them when their jars are found, ``True``
     requires them (``LakehouseJarsMissing`` names ``make jars``), ``False`` leaves them out.
 
-    ``catalog``: the shared catalog (:mod:`changefeed.catalog`) instead of ``warehouse_dir``
+    ``catalog``: the shared catalog (:mod:`changefeed.local.catalog`) instead of ``warehouse_dir``
     and a Derby metastore; its server is started if it is stopped.
 
     Raises :class:`JavaNotFound` naming the fix when Java is missing, instead of the JVM
@@ -69,12 +69,12 @@ def local_spark_session(
         builder = builder.config(key, value)
     if lakehouse is not False:
         try:
-            jars = _jars.lakehouse_jars()
+            found = jars.lakehouse_jars()
         except LakehouseJarsMissing:
             if lakehouse:
                 raise
         else:
-            for key, value in _jars.lakehouse_conf(jars, warehouse).items():
+            for key, value in jars.lakehouse_conf(found, warehouse).items():
                 builder = builder.config(key, value)
     if catalog is not None:
         ensure_running(catalog)

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from changefeed.catalog import Catalog, CatalogError, connect_metastore
+from changefeed.local.catalog import Catalog, CatalogError, connect_metastore
 from changefeed.spark.feedtable import BATCH_COLUMN, SHARD_COLUMN, ULID_COLUMN
 
 SESSION_CATALOG = "spark_catalog"
@@ -80,9 +80,7 @@ def feed_heads(catalog: Catalog, table: str, shards: Iterable[int]) -> dict[int,
     return newest_heads(files, shards)
 
 
-def newest_heads(
-    files: Mapping[int, Sequence[Path]], shards: Iterable[int]
-) -> dict[int, bytes]:
+def newest_heads(files: Mapping[int, Sequence[Path]], shards: Iterable[int]) -> dict[int, bytes]:
     """The heads from the files of the newest batches backwards, until every shard of
     ``shards`` is found (a shard's head is in the newest batch that has it, F3)."""
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
@@ -128,7 +126,7 @@ def check_partitioned(params: Mapping[str, str], table: str) -> None:
     >>> check_partitioned({}, "db.merged")
     Traceback (most recent call last):
     ...
-    changefeed.catalog_tables.NeedsSpark: db.merged is not partitioned by changefeed_batch
+    changefeed.local.catalog_tables.NeedsSpark: db.merged is not partitioned by changefeed_batch
     """
     count = int(params.get("spark.sql.sources.schema.numPartCols", "0"))
     columns = [params.get(f"spark.sql.sources.schema.partCol.{i}", "").lower()

@@ -38,10 +38,10 @@ from types import SimpleNamespace
 from typing import Any
 from xml.etree import ElementTree
 
-from changefeed import _jars
-from changefeed._jvm import LOCAL_CONF, jvm_output_to, require_java
-from changefeed.embedded_postgres import import_pgserver
 from changefeed.errors import ChangefeedError
+from changefeed.local import jars
+from changefeed.local._jvm import LOCAL_CONF, jvm_output_to, require_java
+from changefeed.local.embedded_postgres import import_pgserver
 
 #: Key of spark-defaults.conf naming the catalog directory; marks the file as this
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
@@ -130,7 +130,7 @@ class Catalog:
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings of the catalog (what spark-defaults.conf holds)."""
-        driver = _jars.postgresql_driver()
+        driver = jars.postgresql_driver()
         conf = {
             MARKER: str(self.directory),
             **LOCAL_CONF,
@@ -149,16 +149,16 @@ class Catalog:
             "spark.hadoop.hive.metastore.schema.verification": "false",
         }
         try:
-            jars = _jars.lakehouse_jars()
-        except _jars.LakehouseJarsMissing:
+            lakehouse = jars.lakehouse_jars()
+        except jars.LakehouseJarsMissing:
             pass
         else:
-            conf.update(_jars.lakehouse_conf(jars, self.warehouse))
+            conf.update(jars.lakehouse_conf(lakehouse, self.warehouse))
             # The Thrift server resolves the catalog plugins (DeltaCatalog, Iceberg's) and
             # their base classes from the JVM's class path too, not from spark.jars: without
             # them there it could read no table at all (NoClassDefFoundError).
             conf["spark.driver.extraClassPath"] = os.pathsep.join(
-                [str(driver), *(str(jar) for jar in jars)]
+                [str(driver), *(str(jar) for jar in lakehouse)]
             )
         return conf
 
@@ -258,8 +258,8 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
             )
         if catalog.warehouse.startswith("s3a://"):
             try:
-                _jars.s3a_connector()
-            except _jars.LakehouseJarsMissing as exc:
+                jars.s3a_connector()
+            except jars.LakehouseJarsMissing as exc:
                 raise CatalogError(str(exc)) from None
         # Written first: the port it names is the server's from the first start on.
         state_file.write_text(
@@ -406,7 +406,7 @@ def _create_schema(catalog: Catalog) -> None:
     # A JVM with Spark's class path and the driver, but no Spark context: Hive's own
     # classes are all this needs, and the context would double the start-up time.
     conf = SparkConf(loadDefaults=False)
-    conf.set("spark.driver.extraClassPath", str(_jars.postgresql_driver()))
+    conf.set("spark.driver.extraClassPath", str(jars.postgresql_driver()))
     # The JVM's log lines go to a file, not between the command's output.
     with jvm_output_to(catalog.directory / "init-jvm.log"):
         gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
@@ -438,13 +438,13 @@ def _create_schema(catalog: Catalog) -> None:
 
 def _metastore_classes(spark_jars: Path) -> list[str]:
     """The persistent classes of Hive's metastore, from the package.jdo of its jar."""
-    jars = sorted(spark_jars.glob("hive-metastore-*.jar"))
-    if not jars:
+    found = sorted(spark_jars.glob("hive-metastore-*.jar"))
+    if not found:
         raise CatalogError(
             f"Spark's Hive metastore jar (hive-metastore-*.jar) is not in {spark_jars}: "
             "the shared catalog needs a pyspark with Hive support (pip install pyspark)"
         )
-    with zipfile.ZipFile(jars[-1]) as jar:
+    with zipfile.ZipFile(found[-1]) as jar:
         jdo = ElementTree.fromstring(jar.read("package.jdo"))
     return [
         f"{package.get('name')}.{cls.get('name')}"
@@ -583,7 +583,8 @@ def _create_database(catalog: Catalog) -> None:
 
 def connect_metastore(catalog: Catalog) -> Any:
     """An autocommit connection to the catalog's metastore database (its server started
-    first if it is stopped), for reading it without Spark (:mod:`changefeed.catalog_tables`)."""
+    first if it is stopped), for reading it without Spark
+    (:mod:`changefeed.local.catalog_tables`)."""
     ensure_running(catalog)
     return _connect(catalog)
 
