@@ -43,6 +43,37 @@ from changefeed.local import jars
 from changefeed.local._jvm import LOCAL_CONF, jvm_output_to, require_java
 from changefeed.local.embedded_postgres import import_pgserver
 
+__all__ = [
+    "ANNOUNCED",
+    "CONF_FILE",
+    "ENV_FILE",
+    "HOST",
+    "LOG_FILE",
+    "MARKER",
+    "METASTORE_DB",
+    "QUIET_LOGGERS",
+    "SILENT_LOG_FILE",
+    "SPARK_STARTING",
+    "STOPPED_FILE",
+    "USER_SECTION",
+    "Catalog",
+    "CatalogError",
+    "configured",
+    "connect_metastore",
+    "ensure_running",
+    "init",
+    "is_uri",
+    "launcher_script",
+    "load",
+    "logging_properties",
+    "schema_lock",
+    "schema_ready",
+    "silent_logging_properties",
+    "stop",
+    "stopped_message",
+    "write_conf",
+]
+
 #: Key of spark-defaults.conf naming the catalog directory; marks the file as this
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
 MARKER = "spark.changefeed.catalog"

@@ -28,6 +28,16 @@ from typing import Any
 from changefeed.local.catalog import Catalog, CatalogError, connect_metastore
 from changefeed.spark.feedtable import BATCH_COLUMN, SHARD_COLUMN, ULID_COLUMN
 
+__all__ = [
+    "SESSION_CATALOG",
+    "NeedsSpark",
+    "TableNotInCatalog",
+    "check_partitioned",
+    "delta_files",
+    "feed_heads",
+    "newest_heads",
+]
+
 SESSION_CATALOG = "spark_catalog"
 
 

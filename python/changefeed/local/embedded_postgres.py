@@ -15,6 +15,13 @@ from typing import Any
 
 from changefeed.errors import ChangefeedError
 
+__all__ = [
+    "EmbeddedPostgres",
+    "EmbeddedPostgresUnavailable",
+    "import_pgserver",
+    "start",
+]
+
 
 class EmbeddedPostgresUnavailable(ChangefeedError, RuntimeError):
     """pgserver is not installed or its server failed to start."""
