@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Delta Lake and Iceberg jars for the local Spark session, fetched by Maven from
-# jars/pom.xml into $(JARS) (read by changefeed.local_spark; CHANGEFEED_JARS overrides it),
+# jars/pom.xml into $(JARS) (read by changefeed.local.spark; CHANGEFEED_JARS overrides it),
 # and Hadoop's S3A connector from jars/s3a/pom.xml, with its transitive dependencies (the
 # AWS SDK's modules; that pom says why). Re-fetched only when a pom changes.
 JARS ?= .jars

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.dbt_harness import DbtHarness
 
     from changefeed.client import PostgresFeed
-    from changefeed.embedded_postgres import start
+    from changefeed.local.embedded_postgres import start
 
     workdir = scratch_dir("cf-mover-bench-")
     server = start(workdir / "pg")

@@ -85,7 +85,7 @@ def main() -> int:
     import psycopg
 
     from changefeed.client import PostgresFeed
-    from changefeed.embedded_postgres import start
+    from changefeed.local.embedded_postgres import start
 
     workdir = scratch_dir("cf-pg-churn-")
     server = start(workdir / "pg")

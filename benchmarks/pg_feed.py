@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     import psycopg
 
     from changefeed.client import ZERO_ULID, PostgresFeed
-    from changefeed.embedded_postgres import start
+    from changefeed.local.embedded_postgres import start
 
     workdir = scratch_dir("cf-pg-bench-")  # before the server starts: removed after its cleanup
     server = start(workdir / "pg")

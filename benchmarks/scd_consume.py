@@ -180,7 +180,7 @@ def main() -> int:
 
     from tests.support.dbt_harness import DbtHarness
 
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local.spark import local_spark_session
 
     workdir = scratch_dir("cf-bench-scd-")
     lakehouse = any(KINDS[kind][0] != "parquet" for kind in formats)
@@ -189,7 +189,7 @@ def main() -> int:
     for schema in (SCHEMA, FEEDS):
         spark.sql(f"create database if not exists spark_catalog.{schema}")
     if "iceberg" in formats:
-        from changefeed._jars import ICEBERG_CATALOG
+        from changefeed.local.jars import ICEBERG_CATALOG
 
         spark.sql(f"create namespace if not exists {ICEBERG_CATALOG}.{SCHEMA}")
     dbt = DbtHarness(workdir / "dbt", spark=lambda: spark, project_dir=project(workdir, formats))

@@ -114,8 +114,8 @@ def main() -> int:
     from tests.support import spark_source as kit
     from tests.support.dbt_harness import DbtHarness
 
-    from changefeed.embedded_postgres import start
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local.embedded_postgres import start
+    from changefeed.local.spark import local_spark_session
     from changefeed.spark.landing import Landing, land, request_snapshot
 
     workdir = scratch_dir("cf-bench-snapshot-")

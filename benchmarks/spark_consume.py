@@ -106,7 +106,7 @@ def project(workdir: Path, formats: tuple[str, ...]) -> Path:
 
 def table_of(fmt: str, name: str) -> str:
     """Iceberg tables live in the Iceberg catalog (dbt reaches them as the current one)."""
-    from changefeed._jars import ICEBERG_CATALOG
+    from changefeed.local.jars import ICEBERG_CATALOG
 
     return f"{ICEBERG_CATALOG}.{SCHEMA}.{name}" if fmt == "iceberg" else f"{SCHEMA}.{name}"
 
@@ -212,8 +212,8 @@ def main() -> int:
     from tests.support import spark_source as kit
     from tests.support.dbt_harness import DbtHarness
 
-    from changefeed.embedded_postgres import start
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local.embedded_postgres import start
+    from changefeed.local.spark import local_spark_session
     from changefeed.spark.landing import land
 
     workdir = scratch_dir("cf-bench-consume-")
@@ -223,7 +223,7 @@ def main() -> int:
                                 lakehouse=lakehouse or None)  # fmt: skip
     spark.sql(f"create database if not exists {SCHEMA}")
     if "iceberg" in formats:
-        from changefeed._jars import ICEBERG_CATALOG
+        from changefeed.local.jars import ICEBERG_CATALOG
 
         spark.sql(f"create namespace if not exists {ICEBERG_CATALOG}.{SCHEMA}")
     dbt = DbtHarness(workdir / "dbt", postgres_uri=lambda: pg.uri, spark=lambda: spark,

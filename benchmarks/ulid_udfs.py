@@ -50,7 +50,7 @@ from _scratch import scratch_dir
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests/support/dbt_harness.py renders the macros
 
-from changefeed.local_spark import local_spark_session  # noqa: E402
+from changefeed.local.spark import local_spark_session  # noqa: E402
 from changefeed.spark.udfs import make_udf  # noqa: E402
 from changefeed.ulid import decode_valid, encode  # noqa: E402
 from changefeed.ulid.arrow import rows, to_binary_array, to_string_array  # noqa: E402

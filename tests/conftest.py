@@ -149,7 +149,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
     """One embedded PostgreSQL 16 server for the whole test session."""
-    from changefeed.embedded_postgres import EmbeddedPostgresUnavailable, start
+    from changefeed.local.embedded_postgres import EmbeddedPostgresUnavailable, start
 
     try:
         server = start()
@@ -177,7 +177,7 @@ def admin(pg_uri: str) -> Iterator[Any]:
 def spark() -> Iterator[Any]:
     """A local Spark session shared by all Spark tests (starting one costs ~5 s)."""
     try:
-        from changefeed.local_spark import local_spark_session
+        from changefeed.local.spark import local_spark_session
     except ImportError as exc:
         unavailable("Spark", str(exc))
     chosen = os.environ["SPARK_SUBMIT_OPTS"]

@@ -1,4 +1,4 @@
-"""How the CLI finds the shared catalog (changefeed.catalog), without starting it:
+"""How the CLI finds the shared catalog (changefeed.local.catalog), without starting it:
 SPARK_CONF_DIR and the marker of the file ``changefeed catalog init`` writes, and the
 errors that name the fix. tests/test_shared_catalog.py runs the catalog for real."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from changefeed import catalog
 from changefeed.cli import CliError, main
 from changefeed.cli.catalog import shared_catalog
+from changefeed.local import catalog
 
 
 def _catalog_dir(root: Path, marker: bool = True) -> Path:

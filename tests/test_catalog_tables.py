@@ -1,4 +1,4 @@
-"""Feed tables read without Spark (changefeed.catalog_tables, what ``changefeed status
+"""Feed tables read without Spark (changefeed.local.catalog_tables, what ``changefeed status
 --consumer`` uses on the shared catalog): a Delta table's committed files from its log,
 through a checkpoint, removes and appends, give the heads Spark gives; what it cannot read
 exactly is refused. (The metastore and parquet side runs in tests/test_shared_catalog.py,
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.support.dbt_spark import require_lakehouse
 
-from changefeed.catalog_tables import NeedsSpark, delta_files, newest_heads
+from changefeed.local.catalog_tables import NeedsSpark, delta_files, newest_heads
 
 pytestmark = [pytest.mark.spark]
 

@@ -260,7 +260,7 @@ def test_status_says_that_spark_is_starting(
     def spark_fails(**_kwargs: Any) -> Any:
         raise RuntimeError("no Spark in this test")
 
-    monkeypatch.setattr("changefeed.local_spark.local_spark_session", spark_fails)
+    monkeypatch.setattr("changefeed.local.spark.local_spark_session", spark_fails)
     (tmp_path / "metastore_db").mkdir()
     code, out, err = cli(capsys, "status", "--connection", shop_uri, "--consumer",
                          "shop.orders=landing.orders", "--warehouse", str(tmp_path))  # fmt: skip

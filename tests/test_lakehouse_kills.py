@@ -300,11 +300,11 @@ def scenario(f: Format, uri: str, feed: str, packages: Path) -> dict[str, Any]:
 def lake(
     request: pytest.FixtureRequest, pg_uri: str, dbt: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
-    from changefeed import _jars
+    from changefeed.local import jars
 
     try:
-        _jars.lakehouse_jars()
-    except _jars.LakehouseJarsMissing as exc:
+        jars.lakehouse_jars()
+    except jars.LakehouseJarsMissing as exc:
         unavailable("Delta Lake and Iceberg", str(exc))
     fmt = request.param
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")

@@ -304,11 +304,11 @@ def test_the_docs_examples_run(
 @pytest.fixture(scope="module")
 def lakehouse(spark: Any) -> Any:
     """The shared session, with Delta and Iceberg (their jars from ``make jars``)."""
-    from changefeed import _jars
+    from changefeed.local import jars
 
     try:
-        _jars.lakehouse_jars()
-    except _jars.LakehouseJarsMissing as exc:
+        jars.lakehouse_jars()
+    except jars.LakehouseJarsMissing as exc:
         unavailable("Delta Lake and Iceberg", str(exc))
     return spark
 

@@ -1,4 +1,4 @@
-"""``changefeed.local_spark.local_spark_session`` (docs/python-api.md, Local Spark and
+"""``changefeed.local.spark.local_spark_session`` (docs/python-api.md, Local Spark and
 embedded PostgreSQL): a session started without ``warehouse_dir`` keeps its tables in a
 temporary directory that is gone once the process has exited, and one started with it
 leaves the directory in place.
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, sys
 from pathlib import Path
-from changefeed.local_spark import local_spark_session
+from changefeed.local.spark import local_spark_session
 
 kwargs = json.loads(sys.argv[1])
 spark = local_spark_session("changefeed-test-local", lakehouse=False, **kwargs)

@@ -11,12 +11,18 @@
 * No module of ``python/changefeed`` takes part in an import cycle, counting imports inside
   functions (they run too, only later) but not ``if TYPE_CHECKING:`` blocks (they never
   run); every exception class of the package derives from ``changefeed.ChangefeedError``.
+* The local environment (the local Spark, its jars, the shared catalog, the embedded
+  PostgreSQL) is one package, ``changefeed.local`` (issue 29); the top level keeps the
+  root's own modules and the former paths of ``changefeed.local``'s modules, each only an
+  alias that re-exports the new module's names and warns.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +31,14 @@ from tests.support.cli import run_without_pyspark
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "python"
+#: The former paths of the local environment's public modules, each a deprecated alias of
+#: its new path until the next release (CHANGELOG.md, Deprecated).
+ALIASES = {
+    "changefeed.catalog": "changefeed.local.catalog",
+    "changefeed.catalog_tables": "changefeed.local.catalog_tables",
+    "changefeed.embedded_postgres": "changefeed.local.embedded_postgres",
+    "changefeed.local_spark": "changefeed.local.spark",
+}
 
 
 def _private(part: str) -> bool:
@@ -40,6 +54,26 @@ def modules() -> Iterator[tuple[str, str, Path]]:
             yield ".".join(parts), ".".join(parts), path
         else:
             yield ".".join(parts), ".".join(parts[:-1]), path
+
+
+def imported_modules() -> Iterator[str]:
+    """The modules of python/changefeed that the suite imports: not ``__main__`` (it runs
+    the CLI) and not the deprecated aliases (they warn; their own test imports them)."""
+    for name, _package, _path in modules():
+        if not name.endswith("__main__") and name not in ALIASES:
+            yield name
+
+
+def public_names(path: Path) -> set[str]:
+    """The public names that the module's own top-level statements define."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {name for name in names if not name.startswith("_")}
 
 
 def imported(package: str, tree: ast.AST) -> Iterator[tuple[int, str]]:
@@ -191,9 +225,7 @@ def test_every_exception_of_the_package_derives_from_the_one_root() -> None:
     from changefeed import ChangefeedError
 
     classes, strays = [], []
-    for name, _package, _path in modules():
-        if name.endswith("__main__"):
-            continue
+    for name in imported_modules():
         for value in vars(importlib.import_module(name)).values():
             exception = isinstance(value, type) and issubclass(value, BaseException)
             if exception and value.__module__ == name:
@@ -209,9 +241,7 @@ def test_every_modules_doctests_pass() -> None:
     import doctest
 
     attempted, failures = 0, []
-    for name, _package, _path in modules():
-        if name.endswith("__main__"):
-            continue
+    for name in imported_modules():
         module = importlib.import_module(name)
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, report=False)
         attempted += result.attempted
@@ -274,3 +304,45 @@ def test_every_spark_macro_file_is_on_the_contributors_map() -> None:
     start = contributing.index("### `macros/spark/`")
     section = contributing[start : contributing.index("\n## ", start)]
     assert [n for n in files if f"`{n}`" not in section] == [], "map them all"
+
+
+def test_the_local_environment_is_one_package() -> None:
+    found = list(modules())
+    top = {name for name, package, _path in found if package == "changefeed" and name != package}
+    assert top - set(ALIASES) == {"changefeed.errors", "changefeed.service_state"}, (
+        "a module of the local environment goes in changefeed.local, anything else in "
+        "the package it belongs to"
+    )
+    local = {n for n, package, _path in found if package == "changefeed.local" and n != package}
+    assert {*ALIASES.values(), "changefeed.local.jars", "changefeed.local._jvm"} <= local
+
+
+@pytest.mark.parametrize("old", sorted(ALIASES))
+def test_a_former_path_is_only_an_alias(old: str) -> None:
+    new = ALIASES[old]
+    path = ROOT / f"{old.replace('.', '/')}.py"
+    docstring, *statements, warn = ast.parse(path.read_text(), str(path)).body
+    assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant)
+    assert [ast.unparse(s) for s in statements] == [
+        "import warnings",
+        f"from {new} import *",
+        f"from {new} import __all__ as __all__",
+    ]
+    assert isinstance(warn, ast.Expr) and isinstance(warn.value, ast.Call)
+    assert ast.unparse(warn.value.func) == "warnings.warn"
+    assert ast.unparse(warn.value.args[1]) == "DeprecationWarning"
+
+
+@pytest.mark.parametrize("old", sorted(ALIASES))
+def test_importing_a_former_path_warns_and_gives_the_same_objects(
+    old: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = importlib.import_module(ALIASES[old])
+    monkeypatch.delitem(sys.modules, old, raising=False)  # imported again, it warns again
+    message = rf"{re.escape(old)} is deprecated .*: import {re.escape(ALIASES[old])} instead"
+    with pytest.warns(DeprecationWarning, match=message):
+        alias = importlib.import_module(old)
+    assert new.__file__ is not None
+    assert public_names(Path(new.__file__)) <= set(new.__all__), "__all__ names them all"
+    assert alias.__all__ == new.__all__
+    assert [n for n in new.__all__ if getattr(alias, n) is not getattr(new, n)] == []

@@ -187,7 +187,7 @@ def _a_stopped_catalog_stays_stopped(
     which runs none of changefeed's code first) fails within seconds, its Spark launch
     saying in one line that the catalog was stopped and naming `changefeed catalog init`,
     then dbt's own few lines, with no Java or Python trace; the commands refuse alike."""
-    from changefeed import catalog
+    from changefeed.local import catalog
 
     directory = Path(conf_dir).parent
     shared = catalog.load(directory)
@@ -220,7 +220,7 @@ def _a_rebooted_catalog_is_started_by_the_spark_launcher(
     stops the launch with one line naming the command that shows why."""
     import pyspark
 
-    from changefeed import catalog
+    from changefeed.local import catalog
 
     directory = Path(conf_dir).parent
     shared = catalog.load(directory)

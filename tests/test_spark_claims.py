@@ -201,7 +201,7 @@ def test_a_second_run_of_a_model_is_refused_and_a_dead_holder_blocks_nothing(
     env = process_env()
     env["PYSPARK_PYTHON"] = sys.executable  # the driver's land() runs Python workers
     conf_dir = init_catalog(sample("shared-catalog-init"), env, tmp_path)
-    from changefeed import catalog
+    from changefeed.local import catalog
 
     shared = catalog.load(conf_dir.parent)
     catalog_uri = f"postgresql://postgres@127.0.0.1:{shared.port}/{catalog.METASTORE_DB}"

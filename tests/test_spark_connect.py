@@ -70,11 +70,11 @@ def test_connect_and_a_driver_of_its_own_on_a_standalone_cluster(
         from tests.support.spark_cluster import standalone_cluster
         from tests.support.spark_connect import connect_server, remote_session
 
-        from changefeed import _jars
+        from changefeed.local import jars
 
-        _jars.lakehouse_jars()
-        _jars.s3a_connector()
-    except (ImportError, _jars.LakehouseJarsMissing) as exc:
+        jars.lakehouse_jars()
+        jars.s3a_connector()
+    except (ImportError, jars.LakehouseJarsMissing) as exc:
         unavailable("Spark Connect", f"{type(exc).__name__}: {exc}")
     feed = kit.create_feed(dbt, pg_uri, "blocking", "id bigint primary key, v text")
     kit.write_blocking(pg_uri, feed, 0, [{"id": i, "v": f"v{i}"} for i in range(20)], ["id"])
@@ -201,8 +201,8 @@ def _shared_catalog_on_the_cluster(cluster: Any, server: Any, python: str,
     from tests.support.spark_cluster import EXECUTOR_CONF, conf_args
     from tests.support.spark_thrift import DOC_MASTER, DOC_PORT, thrift_server
 
-    from changefeed import catalog
-    from changefeed.catalog_tables import NeedsSpark, feed_heads
+    from changefeed.local import catalog
+    from changefeed.local.catalog_tables import NeedsSpark, feed_heads
 
     work = tmp_path / "shared"
     work.mkdir()

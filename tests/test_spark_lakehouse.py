@@ -1,7 +1,7 @@
 """Publishing models and consumers on Delta Lake and Iceberg, run for real (docs/spark.md).
 
 The shared ``spark`` session has both formats when ``make jars`` has fetched their jars
-(changefeed._jars). Per format, one scratch dbt project holds a publishing model and two
+(changefeed.local.jars). Per format, one scratch dbt project holds a publishing model and two
 consumers of it, merging on ``(shard_id, ulid)`` and appending; two rounds of source
 changes, a re-run with nothing new and a ``--full-refresh`` must give every event exactly
 once, with the parquet path's batch numbering.

@@ -24,8 +24,8 @@ from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 from tests.support.doc_blocks import sample
 from tests.support.real_parts import unavailable
 
-from changefeed._jars import ICEBERG_CATALOG
 from changefeed.cli import main
+from changefeed.local.jars import ICEBERG_CATALOG
 from changefeed.spark.feedtable import (
     FellBehindRetention,
     check_cursor,

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from changefeed import ulid
-from changefeed.local_spark import local_spark_session
+from changefeed.local.spark import local_spark_session
 from changefeed.spark.udfs import register
 
 

@@ -25,7 +25,7 @@ def current_catalog(spark: Any, fmt: str) -> Iterator[None]:
     if fmt != "iceberg":
         yield
         return
-    from changefeed._jars import ICEBERG_CATALOG
+    from changefeed.local.jars import ICEBERG_CATALOG
 
     previous = spark.conf.get("spark.sql.defaultCatalog")
     spark.conf.set("spark.sql.defaultCatalog", ICEBERG_CATALOG)
@@ -39,7 +39,7 @@ def require_lakehouse(spark: Any) -> Any:
     """``spark`` if it has Delta and Iceberg; else the test is unavailable (needs their jars)."""
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "DeltaSparkSessionExtension" not in extensions or "Iceberg" not in extensions:
-        from changefeed._jars import LakehouseJarsMissing, lakehouse_jars
+        from changefeed.local.jars import LakehouseJarsMissing, lakehouse_jars
 
         try:
             lakehouse_jars()

@@ -31,7 +31,7 @@ def connect_server(workdir: Path, master: str = "local[2]",
     raises RuntimeError naming its log when it does not start."""
     import pyspark
 
-    from changefeed import _jars
+    from changefeed.local import jars
 
     home = Path(pyspark.__file__).parent
     warehouse = workdir / "warehouse"
@@ -43,7 +43,7 @@ def connect_server(workdir: Path, master: str = "local[2]",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(warehouse),
-        **_jars.lakehouse_conf(_jars.lakehouse_jars(), warehouse),
+        **jars.lakehouse_conf(jars.lakehouse_jars(), warehouse),
     }
     port = free_port()
     conf["spark.connect.grpc.binding.port"] = str(port)

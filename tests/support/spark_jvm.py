@@ -61,7 +61,7 @@ def _workload(warehouse: Path) -> None:
     """One statement of each kind the drivers run, so that their classes are loaded; then
     the JVM is made to exit normally, which is when it writes the archive."""
     sys.path.insert(0, str(REPO / "python"))
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local.spark import local_spark_session
 
     spark = local_spark_session("changefeed-jvm-archive", warehouse_dir=warehouse, hive=True,
                                 lakehouse=True)  # fmt: skip

@@ -263,7 +263,7 @@ def _dbt(
 def _session(plan: dict[str, Any], workdir: Path) -> Any:
     """The driver's Spark session, and dbt made ready to run in this process."""
     os.chdir(workdir)  # derby.log and spark-warehouse debris stay in the workdir
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local.spark import local_spark_session
 
     # parquet unless the plan says "lakehouse": the scenario's four JVMs need no
     # Delta/Iceberg classes

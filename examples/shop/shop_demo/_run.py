@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from changefeed.embedded_postgres import import_pgserver
+from changefeed.local.embedded_postgres import import_pgserver
 from shop_demo._chart import Series, line_chart, report_html
 from shop_demo._check import CheckResult, run_check
 from shop_demo._dbt import DbtProject, postgres_output, spark_session_output

@@ -16,7 +16,7 @@ def start_spark(layout: DemoLayout) -> Any:
     Safe to call from a background thread: it changes no working directory, only the
     file descriptors the JVM inherits while it is launched.
     """
-    from changefeed.local_spark import JavaNotFound, jvm_output_to, local_spark_session
+    from changefeed.local.spark import JavaNotFound, jvm_output_to, local_spark_session
 
     layout.warehouse_dir.mkdir(parents=True, exist_ok=True)
     layout.log_dir.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from changefeed import catalog
+    from changefeed.local import catalog
 
     directory = Path(args.dir).resolve()
     try:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def shared_catalog(warehouse: str | None) -> Any:
     """The shared catalog of SPARK_CONF_DIR, or None (Derby under --warehouse)."""
-    from changefeed import catalog
+    from changefeed.local import catalog
 
     try:
         shared = catalog.configured()

@@ -34,12 +34,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from changefeed.catalog import ANNOUNCED
 from changefeed.cli import CliError, first_line, spark_missing
 from changefeed.cli.catalog import shared_catalog
 from changefeed.cli.land_service import is_service, split_feeds
 from changefeed.cli.local_spark import add_spark_arguments, set_runtime_conf, spark_conf
 from changefeed.client import redact
+from changefeed.local.catalog import ANNOUNCED
 
 
 def add_parser(subparsers: Any) -> None:
@@ -190,7 +190,7 @@ def spark_session(args: argparse.Namespace) -> Any:
         for key, value in conf.items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
-    from changefeed.local_spark import local_spark_session
+    from changefeed.local.spark import local_spark_session
 
     shared = shared_catalog(args.warehouse)
     session = local_spark_session(
@@ -209,7 +209,7 @@ def _app_name(args: argparse.Namespace) -> str:
 
 def start_spark(args: argparse.Namespace) -> Any:
     """:func:`spark_session`, its failures as :class:`CliError` naming the fix."""
-    from changefeed.local_spark import JavaNotFound, require_java
+    from changefeed.local.spark import JavaNotFound, require_java
 
     spark_conf(args)  # a refused --conf fails before Spark starts
     try:

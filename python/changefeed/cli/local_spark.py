@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from changefeed.catalog import ANNOUNCED
 from changefeed.cli import CliError, first_line
+from changefeed.local.catalog import ANNOUNCED
 
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +74,7 @@ def start_local_spark(warehouse: str | None, command: str, option: str) -> Any:
     ``warehouse`` (default ``spark-warehouse``; its Derby metastore must exist), for
     ``changefeed <command> <option>``; every failure is a CliError naming the fix."""
     from changefeed.cli.catalog import shared_catalog
-    from changefeed.local_spark import (
+    from changefeed.local.spark import (
         JavaNotFound,
         jvm_output_to,
         local_spark_session,

@@ -232,7 +232,7 @@ def _spark_cursors(
     clients: dict[str, Any],
 ) -> list[tuple[str, str, int, bytes]]:
     """Each consumer table's cursor per shard of its feed: on the shared catalog read
-    from its metastore and files, with no JVM (:mod:`changefeed.catalog_tables`), else
+    from its metastore and files, with no JVM (:mod:`changefeed.local.catalog_tables`), else
     (another catalog, or a table that needs Spark, which is then said) with a local
     Spark."""
     shared = shared_catalog(warehouse)
@@ -260,7 +260,7 @@ def _spark_cursors(
 
 def _catalog_heads(shared: Any, table: str, shards: Sequence[int]) -> dict[int, bytes] | str:
     """``table``'s heads read without Spark, or why Spark must read them."""
-    from changefeed.catalog_tables import NeedsSpark, TableNotInCatalog, feed_heads
+    from changefeed.local.catalog_tables import NeedsSpark, TableNotInCatalog, feed_heads
 
     try:
         return feed_heads(shared, table, shards)

@@ -1,6 +1,6 @@
 """What every local JVM of changefeed shares: the embedded default Spark's settings, the
-Java check, and where a JVM's own output goes. Below :mod:`changefeed.local_spark` and
-:mod:`changefeed.catalog` (both start JVMs), so neither imports the other for these."""
+Java check, and where a JVM's own output goes. Below :mod:`changefeed.local.spark` and
+:mod:`changefeed.local.catalog` (both start JVMs), so neither imports the other for these."""
 
 from __future__ import annotations
 

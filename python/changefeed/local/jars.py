@@ -15,7 +15,7 @@ from pathlib import Path
 from changefeed.errors import ChangefeedError
 
 ENV_VAR = "CHANGEFEED_JARS"
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / ".jars"
+DEFAULT_DIR = Path(__file__).resolve().parents[3] / ".jars"
 
 #: The jars each format needs, by file-name prefix (the versions are the pom's).
 REQUIRED = {
