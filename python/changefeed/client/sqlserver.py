@@ -1,21 +1,14 @@
-"""Deprecated alias of :mod:`changefeed.dialects.sqlserver.client`, where SQL Server's client
-now lives with the rest of its statements. Import from there (or the classes from
-:mod:`changefeed.client`); this alias is removed in 0.3.0."""
-
-from __future__ import annotations
+"""Deprecated: moved to :mod:`changefeed.dialects.sqlserver.client`, with the rest of its
+database's statements; this alias re-exports its names until the next release removes it."""
 
 import warnings
-from typing import Any
 
-from changefeed.dialects.sqlserver import client as _moved
+from changefeed.dialects.sqlserver.client import *  # noqa: F403
+from changefeed.dialects.sqlserver.client import __all__ as __all__
 
 warnings.warn(
-    "changefeed.client.sqlserver is deprecated and will be removed in 0.3.0: import "
+    "changefeed.client.sqlserver is deprecated and goes in the next release: import "
     "changefeed.dialects.sqlserver.client instead",
     DeprecationWarning,
     stacklevel=2,
 )
-
-
-def __getattr__(name: str) -> Any:
-    return getattr(_moved, name)

@@ -75,6 +75,19 @@ from changefeed.client.feed import (
     WriteId,
 )
 
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "PostgresFeed",
+    "Write",
+    "connect",
+    "load",
+    "registered_feeds",
+    "run",
+    "source_identity",
+    "try_writer_lock",
+]
+
+
 #: Seconds a connection attempt waits for the server, unless the URI sets connect_timeout.
 CONNECT_TIMEOUT = 15
 

@@ -61,6 +61,57 @@ from changefeed.client.feed import (
 )
 from changefeed.errors import by_sqlserver_error
 
+__all__ = [
+    "CAPTURE_LOST",
+    "EVENT_CHUNK",
+    "PAYLOAD_CHUNK",
+    "PERMISSION_DENIED",
+    "SNAPSHOT_COLUMNS",
+    "TRANSACTION_BROKEN",
+    "WRITER_LOCK_SQL",
+    "Row",
+    "SqlServerFeed",
+    "SqlServerWrite",
+    "call",
+    "capture_state",
+    "connect",
+    "connect_arguments",
+    "connect_reason",
+    "context_key",
+    "error_number",
+    "error_text",
+    "execute",
+    "has_events",
+    "held_write_sql",
+    "horizons",
+    "insert_events_sql",
+    "lock_sql",
+    "move_outbox",
+    "object_name",
+    "oldest_pending_age",
+    "outbox_rows",
+    "parse_keys",
+    "publish_sql",
+    "read_feed",
+    "registered_feeds",
+    "registry_entry",
+    "release_sql",
+    "safe_points",
+    "save_cursor",
+    "shards",
+    "snapshots",
+    "source_columns",
+    "source_identity",
+    "source_rows",
+    "source_rows_sql",
+    "translate",
+    "translating",
+    "try_writer_lock",
+    "unread",
+    "writer_lock_name",
+]
+
+
 Row = tuple[Any, ...]
 
 #: Source rows are looked up in chunks of this many keys (one VALUES list per statement).
