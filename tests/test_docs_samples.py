@@ -116,6 +116,7 @@ REGISTRY: dict[str, str] = {
     "python-api-ulid": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-local": f"{HERE}::test_python_api_samples_run_in_order",
     "python-api-sqlserver": f"{HERE}::test_python_api_sqlserver_sample",
+    "python-api-dialects": f"{HERE}::test_python_api_dialects_sample",
     "macros-packages": f"{HERE}::test_macros_packages_yaml",
     "macros-setup-feed": f"{HERE}::test_macros_run_operations",
     "macros-upgrade-feed": f"{HERE}::test_macros_run_operations",
@@ -451,6 +452,14 @@ PYTHON_API = [
     "python-api-ulid",
     "python-api-local",
 ]
+
+
+def test_python_api_dialects_sample(capsys: Any) -> None:
+    exec(compile(sample("python-api-dialects"), "docs/python-api.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "sqlserver ('mssql', 'sqlserver') sqlserver",
+        "SqlServerFeed ['postgres', 'sqlserver']",
+    ]
 
 
 def test_python_api_sqlserver_sample(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
