@@ -291,14 +291,13 @@ def _heads_with_spark(
     heads: dict[str, dict[int, bytes]] = {}
     for _, table in consumers:
         try:
-            exists = FeedTable.for_name(spark, table).exists()
+            feed_table = FeedTable.for_name(spark, table)
+            exists = feed_table.exists()
         except (CatalogUnavailable, ValueError) as exc:  # ValueError: a malformed name
             raise CliError(str(exc)) from None
         if not exists:
             raise _missing(table, shared, warehouse)
-        spark.sql(f"refresh table {table}")
-        rows = spark.sql(f"select shard_id, max(ulid) from {table} group by shard_id").collect()
-        heads[table] = {int(r[0]): bytes(r[1]) for r in rows}
+        heads[table] = feed_table.heads()
     return heads
 
 

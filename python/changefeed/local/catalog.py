@@ -38,6 +38,7 @@ from types import SimpleNamespace
 from typing import Any
 from xml.etree import ElementTree
 
+from changefeed.dialects.postgres import metastore
 from changefeed.errors import ChangefeedError
 from changefeed.local import jars
 from changefeed.local._jvm import LOCAL_CONF, jvm_output_to, require_java
@@ -464,7 +465,7 @@ def _create_schema(catalog: Catalog) -> None:
         gateway.proc.terminate()
         gateway.proc.wait()
     with _connect(catalog) as conn:
-        conn.execute(f"create table {_SCHEMA_CREATED} ()")
+        metastore.mark_schema_created(conn, _SCHEMA_CREATED)
 
 
 def _metastore_classes(spark_jars: Path) -> list[str]:
@@ -515,20 +516,15 @@ def stopped_message(catalog: Catalog) -> str:
 def schema_ready(catalog: Catalog) -> bool:
     """Whether the metastore's tables exist (created by the first Spark on the catalog)."""
     with _connect(catalog) as conn:
-        row = conn.execute(f"select to_regclass('{_SCHEMA_CREATED}') is not null").fetchone()
-    return bool(row and row[0])
+        return metastore.schema_created(conn, _SCHEMA_CREATED)
 
 
 @contextlib.contextmanager
 def schema_lock(catalog: Catalog) -> Iterator[None]:
     """Held while one process creates the metastore schema, so that two first Spark
     sessions never create the same tables at once (PostgreSQL fails the second)."""
-    with _connect(catalog) as conn:
-        conn.execute("select pg_advisory_lock(hashtext('changefeed.catalog.schema'))")
-        try:
-            yield
-        finally:
-            conn.execute("select pg_advisory_unlock(hashtext('changefeed.catalog.schema'))")
+    with _connect(catalog) as conn, metastore.schema_lock(conn):
+        yield
 
 
 @contextlib.contextmanager
@@ -605,11 +601,7 @@ def _pg_ctl(server: Any, args: list[str]) -> None:
 
 def _create_database(catalog: Catalog) -> None:
     with _connect(catalog, "postgres") as conn:
-        exists = conn.execute(
-            "select 1 from pg_database where datname = %s", (METASTORE_DB,)
-        ).fetchone()
-        if not exists:
-            conn.execute(f"create database {METASTORE_DB}")
+        metastore.create_database(conn, METASTORE_DB)
 
 
 def connect_metastore(catalog: Catalog) -> Any:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from changefeed.dialects.postgres import metastore
 from changefeed.local.catalog import Catalog, CatalogError, connect_metastore
 from changefeed.spark.feedtable import BATCH_COLUMN, SHARD_COLUMN, ULID_COLUMN
 
@@ -56,32 +57,14 @@ def feed_heads(catalog: Catalog, table: str, shards: Iterable[int]) -> dict[int,
     :class:`NeedsSpark`."""
     database, name = _parse(table)
     with connect_metastore(catalog) as conn:
-        found = conn.execute(
-            'select t."TBL_ID", s."LOCATION", '
-            '(select p."PARAM_VALUE" from "TABLE_PARAMS" as p where p."TBL_ID" = t."TBL_ID" '
-            "and p.\"PARAM_KEY\" = 'spark.sql.sources.provider'), "
-            '(select p."PARAM_VALUE" from "SERDE_PARAMS" as p where p."SERDE_ID" = s."SERDE_ID" '
-            "and p.\"PARAM_KEY\" = 'path') "
-            'from "TBLS" as t join "DBS" as d on d."DB_ID" = t."DB_ID" '
-            'left join "SDS" as s on s."SD_ID" = t."SD_ID" '
-            'where d."NAME" = %s and t."TBL_NAME" = %s',
-            (database, name),
-        ).fetchone()
+        found = metastore.table_entry(conn, database, name)
         if found is None:
             raise TableNotInCatalog(f"{database}.{name} is not in the shared catalog")
         table_id, location, provider, path = found
         provider = (provider or "hive").lower()
         if provider == "parquet":
-            params = dict(conn.execute(
-                'select "PARAM_KEY", "PARAM_VALUE" from "TABLE_PARAMS" where "TBL_ID" = %s',
-                (table_id,),
-            ).fetchall())  # fmt: skip
-            check_partitioned(params, table)
-            partitions = conn.execute(
-                'select p."PART_NAME", s."LOCATION" from "PARTITIONS" as p '
-                'join "SDS" as s on s."SD_ID" = p."SD_ID" where p."TBL_ID" = %s',
-                (table_id,),
-            ).fetchall()
+            check_partitioned(metastore.table_params(conn, table_id), table)
+            partitions = metastore.partitions(conn, table_id)
             files = {_batch(part): _parquet_files(_local(loc, table)) for part, loc in partitions}
         elif provider == "delta":
             files = delta_files(_local(path or location, table), table)
