@@ -23,12 +23,10 @@ from changefeed.dialects.base import (
     MOVE_ROWS,
     Backend,
     ChunkStatements,
-    Connection,
     Dialect,
-    Row,
     SnapshotStatements,
-    SourceFeed,
 )
+from changefeed.dialects.feed import Connection, Row, SourceFeed
 from changefeed.dialects.postgres import PostgresDialect
 from changefeed.dialects.sqlserver import SqlServerDialect
 from changefeed.errors import ChangefeedSourceError

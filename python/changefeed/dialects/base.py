@@ -16,81 +16,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
-from changefeed.client.core import FeedInfo, redact
 from changefeed.client.feed import FeedClient
-from changefeed.dialects.rows import Column, RowLayout
+from changefeed.dialects.feed import Connection, Row, SourceFeed
+from changefeed.dialects.rows import RowLayout
+from changefeed.dialects.snapshot_types import Chunk, SnapshotRequest
 from changefeed.errors import ChangefeedError, ChangefeedSourceError
-
-if TYPE_CHECKING:
-    from changefeed.dialects.snapshot_types import Chunk, SnapshotRequest
 
 #: Outbox events one move publishes, and the most moves per shard and plan (both backends).
 MOVE_ROWS = 10_000
 MAX_MOVES = 100
 
-Row = tuple[Any, ...]
-
 #: A snapshot chunk's read straight into Arrow arrays: ``(sql, params) -> batches`` of the
 #: key columns, then the payload columns, of the layout's types.
 ArrowChunkReader = Callable[[str, Sequence[Any]], Iterator[list[Any]]]
-
-
-@dataclass(frozen=True)
-class SourceFeed:
-    """A feed as a read needs it: its registry entry (the client's :class:`FeedInfo`)
-    and, with ``payload=true``, the source table's columns. Picklable: it travels in
-    partitions."""
-
-    info: FeedInfo
-    payload: tuple[Column, ...] | None = None
-    images: bool = False
-    """Whether the feed table has row image columns (``row_image: true`` now or before):
-    events with an image take their payload from it instead of the source (O7)."""
-
-    @property
-    def feed_id(self) -> str:
-        return self.info.feed_id
-
-    @property
-    def mode(self) -> str:
-        return self.info.mode
-
-    @property
-    def dialect(self) -> str:
-        return self.info.dialect
-
-    @property
-    def changefeed_schema(self) -> str:
-        return self.info.schema
-
-    @property
-    def names(self) -> Mapping[str, str]:
-        return self.info.names
-
-    @property
-    def keys(self) -> tuple[Column, ...]:
-        return tuple(Column(k.name, k.data_type) for k in self.info.keys)
-
-    def name(self, kind: str) -> str:
-        return self.info.name(kind)
-
-    def layout(self) -> RowLayout:
-        return RowLayout(self.dialect, self.keys, self.payload)
-
-
-@dataclass(frozen=True)
-class Connection:
-    """A parsed connection URI. ``uri`` keeps the original text (with any password)."""
-
-    dialect: str
-    uri: str
-
-    @property
-    def display(self) -> str:
-        return redact(self.uri)
 
 
 class Backend(ABC):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from changefeed.client.feed import FeedClient, Snapshot
-from changefeed.dialects.base import SourceFeed
+from changefeed.dialects.feed import SourceFeed
 from changefeed.errors import ChangefeedError, ChangefeedSourceError
 
 

@@ -7,14 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from changefeed.client.core import quote_pg
-from changefeed.dialects.base import (
-    MAX_MOVES,
-    MOVE_ROWS,
-    Backend,
-    Connection,
-    Row,
-    SourceFeed,
-)
+from changefeed.dialects.base import MAX_MOVES, MOVE_ROWS, Backend
+from changefeed.dialects.feed import Connection, Row, SourceFeed
 from changefeed.dialects.postgres.client import (
     PostgresFeed,
     connect,

@@ -10,7 +10,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from changefeed.client.core import quote_pg
-from changefeed.dialects.base import ArrowChunkReader, SourceFeed
+from changefeed.dialects.base import ArrowChunkReader
+from changefeed.dialects.feed import SourceFeed
 from changefeed.dialects.postgres.client import PostgresFeed
 from changefeed.dialects.rows import RowLayout
 from changefeed.dialects.snapshot_types import Chunk, ClientRequests, chunk_terms

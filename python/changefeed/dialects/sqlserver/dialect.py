@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from changefeed.client.feed import FeedClient
-from changefeed.dialects.base import Backend, Connection, Dialect, SnapshotStatements
+from changefeed.dialects.base import Backend, Dialect, SnapshotStatements
+from changefeed.dialects.feed import Connection
 from changefeed.dialects.sqlserver.client import (
     PERMISSION_DENIED,
     SqlServerFeed,

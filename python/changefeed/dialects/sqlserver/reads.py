@@ -10,14 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from changefeed.client.core import ZERO_ULID
-from changefeed.dialects.base import (
-    MAX_MOVES,
-    MOVE_ROWS,
-    Backend,
-    Connection,
-    Row,
-    SourceFeed,
-)
+from changefeed.dialects.base import MAX_MOVES, MOVE_ROWS, Backend
+from changefeed.dialects.feed import Connection, Row, SourceFeed
 from changefeed.dialects.rows import Column
 from changefeed.dialects.sqlserver import client
 from changefeed.errors import ChangefeedError, ChangefeedSourceError
