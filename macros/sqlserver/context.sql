@@ -71,7 +71,8 @@
         ~ " source for the payload, and a history of the feed has landing granularity (docs/spark.md)") }}
   {%- endif -%}
   {%- set capture = spec.get('capture') or 'none' -%}
-  {%- set shard = changefeed._feed_shard_expression(spec.get('shard', '0')) if capture == 'trigger' else none -%}
+  {#- The shard expression was checked by _feed_options (macros/_feed/spec.sql). -#}
+  {%- set shard = spec.get('shard') if capture == 'trigger' else none -%}
   {%- set source_sql = changefeed._sqlserver_quote_name(spec['source_schema']) ~ '.'
       ~ changefeed._sqlserver_quote_name(spec['source_table']) -%}
   {%- set trigger_spec = {} -%}
