@@ -529,6 +529,21 @@ def test_teardown_needs_no_mode_or_keys(dbt: Any, rendered: dict[str, dict[str, 
     assert sql.strip() == rendered["outbox_int"]["teardown"].strip()
 
 
+def test_teardown_drops_every_routine_that_setup_creates(
+    rendered: dict[str, dict[str, Any]],
+) -> None:
+    """Teardown drops the routines in an order of its own (macros/sqlserver/teardown.sql),
+    not from _sqlserver_routine_kinds: every procedure and function that setup creates,
+    in either mode, is among them."""
+    created = re.compile(r"create or alter (procedure|function) (\[changefeed\]\.\[[^\]]+\])")
+    for case in ("blocking_int", "outbox_trigger"):
+        out = rendered[case]
+        routines = set(created.findall(out["setup"]))
+        assert len(routines) >= 12, (case, routines)
+        for word, name in routines:
+            assert f"drop {word} {name};" in out["teardown"], (case, name)
+
+
 def test_quoting_macros(dbt: Any) -> None:
     out = dbt.render_many(
         [
@@ -848,7 +863,7 @@ def test_retention_objects_are_created_granted_and_dropped(
             assert kind in names, (case, kind)
             assert f"{q[kind]};" in out["teardown"], (case, kind)
         setup = out["setup"]
-        reader = "[" + names["reader"] + "]"
+        reader = "[" + names["reader_role"] + "]"
         for granted in (f"grant execute on object::{q['save_cursor']} to {reader}",
                         f"grant execute on object::{q['forget_consumer']} to {reader}",
                         f"grant select on object::{q['retention']} to {reader}",
@@ -860,7 +875,7 @@ def test_retention_objects_are_created_granted_and_dropped(
         assert registered.keys() >= {"retention", "consumer", "retain", "save_cursor"}
         before = {k: v for k, v in registered.items() if k not in (
             "retention", "consumer", "pk_retention", "pk_consumer", "retain", "save_cursor",
-            "forget_consumer", *SNAPSHOT_KINDS)}  # fmt: skip
+            "forget_consumer", *REGISTERED_SNAPSHOT_KINDS)}  # fmt: skip
         legacy = json.dumps(before, sort_keys=True, separators=(", ", ": "))
         assert "convert(varbinary(max), N'" + legacy.replace("'", "''") + "')" in setup
 
@@ -1026,7 +1041,10 @@ def test_the_client_names_capture_check_as_setup_does(rendered: dict[str, dict[s
 
 # -- snapshots (protocol 12) ----------------------------------------------------------------
 
-SNAPSHOT_KINDS = ("snapshot", "pk_snapshot", "snapshot_begin", "snapshot_finish")
+SNAPSHOT_KINDS = ("snapshot", "snapshot_pk", "snapshot_begin", "snapshot_finish")
+# The same objects as the registry stores them: the primary key under the key SQL Server
+# feeds have always registered it with (_sqlserver_registry_names, macros/sqlserver/registry.sql).
+REGISTERED_SNAPSHOT_KINDS = ("snapshot", "pk_snapshot", "snapshot_begin", "snapshot_finish")
 BEGIN = "create or alter procedure [changefeed].[snapshot_begin:"
 
 
@@ -1040,8 +1058,8 @@ def test_snapshot_objects_are_created_granted_and_dropped(
     for case in ("blocking_int", "outbox_trigger"):
         out = rendered[case]
         names = out["names"]
-        q = {k: "[changefeed].[" + names[k] + "]" for k in SNAPSHOT_KINDS if k != "pk_snapshot"}
-        reader = "[" + names["reader"] + "]"
+        q = {k: "[changefeed].[" + names[k] + "]" for k in SNAPSHOT_KINDS if k != "snapshot_pk"}
+        reader = "[" + names["reader_role"] + "]"
         for section in ("setup", "upgrade"):
             sql = out[section]
             create = (
@@ -1049,19 +1067,19 @@ def test_snapshot_objects_are_created_granted_and_dropped(
                 f"    exec sp_executesql N'create table {q['snapshot']} ("
             )
             assert create in sql, (case, section)
-            assert f"constraint [{names['pk_snapshot']}] primary key (snapshot_id)" in sql
+            assert f"constraint [{names['snapshot_pk']}] primary key (snapshot_id)" in sql
             for granted in (f"grant select on object::{q['snapshot']}",
                             f"grant execute on object::{q['snapshot_begin']}",
                             f"grant execute on object::{q['snapshot_finish']}"):  # fmt: skip
                 assert f"{granted} to {reader}" in sql, (case, section, granted)
             for kind in q:
-                assert f"object::{q[kind]} to [{names['writer']}]" not in sql, (case, kind)
+                assert f"object::{q[kind]} to [{names['writer_role']}]" not in sql, (case, kind)
         for kind, what in (("snapshot_begin", "procedure"), ("snapshot_finish", "procedure"),
                            ("snapshot", "table")):  # fmt: skip
             assert f"drop {what} {q[kind]};" in out["teardown"], (case, kind)
         registered = matrix.registered_names(out["setup"])
-        assert registered.keys() >= set(SNAPSHOT_KINDS)
-        before = {k: v for k, v in registered.items() if k not in SNAPSHOT_KINDS}
+        assert registered.keys() >= set(REGISTERED_SNAPSHOT_KINDS)
+        before = {k: v for k, v in registered.items() if k not in REGISTERED_SNAPSHOT_KINDS}
         legacy = json.dumps(before, sort_keys=True, separators=(", ", ": "))
         assert "<> convert(varbinary(max), N'" + legacy.replace("'", "''") + "')" in out["setup"]
 

@@ -5,8 +5,9 @@
   out is the feed spec every adapter generates its SQL from (docs/contributing.md).
 
   In order: _feed_model_config (the model's config), _feed_build_spec (the entry point),
-  _feed_options (validation), _feed_relation, _feed_spec / _feed_identity, and the object
-  names derived from a spec (_feed_object_name).
+  _feed_options (validation), _feed_relation, _feed_spec / _feed_identity, the object
+  names derived from a spec (_feed_object_name), the routines of each mode
+  (_feed_routine_kinds, _feed_routine_macro) and the tables (_feed_table_kinds).
 -#}
 
 {#-
@@ -490,6 +491,42 @@
     {{ return(name.encode('utf-8') | length) }}
   {%- endif -%}
   {{ return((name.encode('utf-16-le') | length) // 2) }}
+{% endmacro %}
+
+
+{#-
+  The routines of a feed that every adapter has (protocol section 9), for a mode (none:
+  both modes'), in the order setup creates them. The one list of them:
+  each adapter creates the routine of kind X with its macro _<adapter>_routine_X
+  (_feed_routine_macro), and adds only the routines its database needs besides
+  (_postgres_routine_kinds, _sqlserver_routine_kinds). A feed's objects are named by
+  kind in both adapters' contexts (`n`) with the same keys: these kinds, the tables
+  (`state`, `feed`, `outbox`, ...), their primary keys `<table>_pk`, `outbox_txid` (the
+  outbox's txid index), `outbox_hint` (its time_hint check) and the roles `writer_role`
+  and `reader_role`.
+-#}
+{% macro _feed_routine_kinds(mode) %}
+  {%- set kinds = ['release', 'lock', 'update_state', 'ulid', 'guard'] if mode != 'outbox' else [] -%}
+  {{ return(kinds + ['read_feed', 'safe_point', 'tombstone', 'barrier_acquire', 'barrier_check', 'shards',
+                     'retain', 'save_cursor', 'forget_consumer', 'snapshot_begin', 'snapshot_finish']) }}
+{% endmacro %}
+
+
+{#- The feed's tables (protocol section 9), every mode's, in the order teardown drops them. -#}
+{% macro _feed_table_kinds() %}
+  {{ return(['outbox', 'feed', 'session', 'incident', 'state', 'retention', 'consumer', 'snapshot']) }}
+{% endmacro %}
+
+
+{#- The macro that generates an adapter's routine of a kind: _<adapter>_routine_<kind>. -#}
+{% macro _feed_routine_macro(adapter, kind) %}
+  {%- set generate = changefeed.get('_' ~ adapter ~ '_routine_' ~ kind) -%}
+  {%- if generate is none -%}
+    {{ exceptions.raise_compiler_error(
+        "changefeed: _" ~ adapter ~ "_routine_kinds lists the routine '" ~ kind ~ "' but there is no macro"
+        ~ " _" ~ adapter ~ "_routine_" ~ kind ~ " to generate it; add that macro or remove the kind") }}
+  {%- endif -%}
+  {{ return(generate) }}
 {% endmacro %}
 
 

@@ -76,7 +76,8 @@
 {#-
   The names of a feed's objects (protocol section 9), shortened by the long-name rule to
   PostgreSQL's 63 bytes: a mapping kind -> unquoted name. mode none gives every kind (for
-  teardown of a feed whose registry row is gone). Also:
+  teardown of a feed whose registry row is gone). The keys are both adapters' (see
+  _feed_routine_kinds, macros/_feed/spec.sql). Also:
   * writer_role / reader_role: roles are cluster-wide, so their names include the database
     (`changefeed_writer:<database>.<schema>.<table>`);
   * guc: the session setting that carries a write in progress (`changefeed.w<md5(feed_id)>`;

@@ -255,18 +255,13 @@ end
   create statements for the feed's functions and procedures, each followed by
   `revoke all ... from public` (PostgreSQL grants execute to public by default). The
   routine of kind X comes from the macro _postgres_routine_X, looked up by name, so
-  _postgres_routine_kinds is the only list to extend.
+  _postgres_routine_kinds (and the kinds it takes from _feed_routine_kinds) is the only
+  list to extend.
 -#}
 {% macro _postgres_routine_statements(ctx) %}
   {%- set statements = [] -%}
   {%- for kind, word in changefeed._postgres_routine_kinds(ctx['mode'], ctx['capture']) -%}
-    {%- set generate = changefeed.get('_postgres_routine_' ~ kind) -%}
-    {%- if generate is none -%}
-      {{ exceptions.raise_compiler_error(
-          "changefeed: _postgres_routine_kinds lists the routine '" ~ kind ~ "' but there is no macro"
-          ~ " _postgres_routine_" ~ kind ~ " to generate it; add that macro or remove the kind") }}
-    {%- endif -%}
-    {%- do statements.append(generate(ctx)) -%}
+    {%- do statements.append(changefeed._feed_routine_macro('postgres', kind)(ctx)) -%}
     {%- do statements.append('revoke all on ' ~ word ~ ' ' ~ ctx['q'][kind] ~ ' from public') -%}
   {%- endfor -%}
   {{ return(statements) }}
@@ -287,26 +282,24 @@ end
 
 {#-
   The feed's routines for a mode, in creation order, as (kind, 'function' | 'procedure'):
-  the one list of routines. capture: the trigger function of capture: trigger (mode none:
-  every kind, for teardown). To add a routine X: write _postgres_routine_X(ctx) in the file
-  of its protocol concern, list X here, name it in _postgres_feed_names (context.sql) and
-  grant it in _postgres_grants_statements (grants.sql).
+  the ones every adapter has (_feed_routine_kinds, macros/_feed/spec.sql), with
+  PostgreSQL's own around them: lock_try and (blocking) lock_wait, which lock calls;
+  (outbox) move_outbox, which SQL Server does inside read_feed; capture: the trigger
+  functions of capture: trigger (mode none: every kind, for teardown). To add a routine
+  X: write _postgres_routine_X(ctx) in the file of its protocol concern, list X in
+  _feed_routine_kinds (or here, if only PostgreSQL has it), name it in
+  _postgres_feed_names (context.sql) and grant it in _postgres_grants_statements
+  (grants.sql).
 -#}
 {% macro _postgres_routine_kinds(mode, capture='none') %}
-  {%- set kinds = [('lock_try', 'function')] -%}
-  {%- if mode != 'outbox' -%}
-    {%- do kinds.extend([('lock_wait', 'function'), ('lock', 'procedure'), ('ulid', 'function'),
-                         ('update_state', 'function'), ('release', 'function'), ('guard', 'function')]) -%}
-  {%- endif -%}
-  {%- do kinds.extend([('safe_point', 'function'), ('read_feed', 'function'), ('tombstone', 'function'),
-                       ('barrier_acquire', 'function'), ('barrier_check', 'function'), ('shards', 'function'),
-                       ('retain', 'function'), ('save_cursor', 'function'), ('forget_consumer', 'function'),
-                       ('snapshot_begin', 'function'), ('snapshot_finish', 'function')]) -%}
-  {%- if mode != 'blocking' -%}
-    {%- do kinds.append(('move_outbox', 'procedure')) -%}
-  {%- endif -%}
+  {%- set kinds = ['lock_try'] + (['lock_wait'] if mode != 'outbox' else []) + changefeed._feed_routine_kinds(mode)
+      + (['move_outbox'] if mode != 'blocking' else []) -%}
   {%- if mode is none or capture == 'trigger' -%}
-    {%- do kinds.extend([('capture', 'function'), ('recapture', 'function')]) -%}
+    {%- do kinds.extend(['capture', 'recapture']) -%}
   {%- endif -%}
-  {{ return(kinds) }}
+  {%- set routines = [] -%}
+  {%- for kind in kinds -%}
+    {%- do routines.append((kind, 'procedure' if kind in ['lock', 'move_outbox'] else 'function')) -%}
+  {%- endfor -%}
+  {{ return(routines) }}
 {% endmacro %}

@@ -64,7 +64,7 @@
   {%- set registry = ctx['schema'] ~ '.feeds' -%}
   {%- set lit = changefeed._postgres_literal -%}
   {%- set statements = changefeed._postgres_drop_routine_statements(drop_ctx) -%}
-  {%- for kind in ['outbox', 'feed', 'session', 'incident', 'state', 'retention', 'consumer', 'snapshot'] if kind in q -%}
+  {%- for kind in changefeed._feed_table_kinds() if kind in q -%}
     {%- do statements.append('drop table if exists ' ~ q[kind]) -%}
   {%- endfor -%}
   {%- if 'sequence' in q -%}

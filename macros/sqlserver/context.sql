@@ -16,7 +16,8 @@
   {%- set mode = spec.get('mode') -%}
   {%- set schema_sql = changefeed._sqlserver_quote_name(spec['schema']) -%}
 
-  {#- key: (kind, class, modes) -#}
+  {#- key: (kind, class, modes). key is the object's key in both adapters' contexts (see
+      _feed_routine_kinds, macros/_feed/spec.sql); kind begins its name (`pk:feed:<feed>`). -#}
   {%- set kinds = {
       'state': ('state', 'table', ['blocking', 'outbox']),
       'feed': ('feed', 'table', ['blocking', 'outbox']),
@@ -44,22 +45,22 @@
       'snapshot': ('snapshot', 'table', ['blocking', 'outbox']),
       'snapshot_begin': ('snapshot_begin', 'procedure', ['blocking', 'outbox']),
       'snapshot_finish': ('snapshot_finish', 'procedure', ['blocking', 'outbox']),
-      'writer': ('changefeed_writer', 'role', ['blocking', 'outbox']),
-      'reader': ('changefeed_reader', 'role', ['blocking', 'outbox']),
-      'pk_state': ('pk:state', 'constraint', ['blocking', 'outbox']),
-      'pk_feed': ('pk:feed', 'constraint', ['blocking', 'outbox']),
-      'pk_outbox': ('pk:outbox', 'constraint', ['outbox']),
-      'pk_session': ('pk:session', 'constraint', ['blocking', 'outbox']),
-      'pk_incident': ('pk:incident', 'constraint', ['blocking', 'outbox']),
-      'pk_retention': ('pk:retention', 'constraint', ['blocking', 'outbox']),
-      'pk_consumer': ('pk:consumer', 'constraint', ['blocking', 'outbox']),
-      'pk_snapshot': ('pk:snapshot', 'constraint', ['blocking', 'outbox']),
+      'writer_role': ('changefeed_writer', 'role', ['blocking', 'outbox']),
+      'reader_role': ('changefeed_reader', 'role', ['blocking', 'outbox']),
+      'state_pk': ('pk:state', 'constraint', ['blocking', 'outbox']),
+      'feed_pk': ('pk:feed', 'constraint', ['blocking', 'outbox']),
+      'outbox_pk': ('pk:outbox', 'constraint', ['outbox']),
+      'session_pk': ('pk:session', 'constraint', ['blocking', 'outbox']),
+      'incident_pk': ('pk:incident', 'constraint', ['blocking', 'outbox']),
+      'retention_pk': ('pk:retention', 'constraint', ['blocking', 'outbox']),
+      'consumer_pk': ('pk:consumer', 'constraint', ['blocking', 'outbox']),
+      'snapshot_pk': ('pk:snapshot', 'constraint', ['blocking', 'outbox']),
       'ck_session_state': ('ck:session.state', 'constraint', ['blocking', 'outbox']),
       'df_order_sequence': ('df:outbox.order_sequence', 'constraint', ['outbox']),
       'df_txid': ('df:outbox.txid', 'constraint', ['outbox']),
       'df_time_hint': ('df:outbox.time_hint', 'constraint', ['outbox']),
-      'ck_time_hint': ('ck:outbox.time_hint', 'constraint', ['outbox']),
-      'ix_outbox_txid': ('ix:outbox.txid', 'index', ['outbox']),
+      'outbox_hint': ('ck:outbox.time_hint', 'constraint', ['outbox']),
+      'outbox_txid': ('ix:outbox.txid', 'index', ['outbox']),
   } -%}
   {#- Row images (protocol 5.2) need an image column in read_feed's page type and its #read
       contract, which SQL Server does not have yet: refuse before anything is generated. -#}
@@ -70,7 +71,8 @@
         ~ " source for the payload, and a history of the feed has landing granularity (docs/spark.md)") }}
   {%- endif -%}
   {%- set capture = spec.get('capture') or 'none' -%}
-  {%- set shard = changefeed._feed_shard_expression(spec.get('shard', '0')) if capture == 'trigger' else none -%}
+  {#- The shard expression was checked by _feed_options (macros/_feed/spec.sql). -#}
+  {%- set shard = spec.get('shard') if capture == 'trigger' else none -%}
   {%- set source_sql = changefeed._sqlserver_quote_name(spec['source_schema']) ~ '.'
       ~ changefeed._sqlserver_quote_name(spec['source_table']) -%}
   {%- set trigger_spec = {} -%}
@@ -82,7 +84,7 @@
   {%- set trigger = {'name': trigger_raw, 'class': 'trigger', 'sql': trigger_sql,
                      'lit': changefeed._sqlserver_literal(trigger_sql)} -%}
   {%- set n = {} -%}
-  {%- set registered = {} -%}
+  {%- set own = {} -%}
   {%- for key, about in kinds.items() -%}
     {%- set kind, cls, modes = about -%}
     {%- if mode is none or mode in modes -%}
@@ -99,7 +101,7 @@
                          'lit': changefeed._sqlserver_literal(schema_sql ~ '.' ~ quoted)} -%}
       {%- endif -%}
       {%- do n.update({key: entry}) -%}
-      {%- do registered.update({key: raw}) -%}
+      {%- do own.update({key: raw}) -%}
     {%- endif -%}
   {%- endfor -%}
   {%- if mode is none or capture == 'trigger' -%}
@@ -139,7 +141,7 @@
       missing objects ('updated'). -#}
   {%- set before_snapshot = {} -%}
   {%- set before_retention = {} -%}
-  {%- for key, raw in registered.items() if key not in changefeed._sqlserver_snapshot_kinds() -%}
+  {%- for key, raw in own.items() if key not in changefeed._sqlserver_snapshot_kinds() -%}
     {%- do before_snapshot.update({key: raw}) -%}
     {%- if key not in changefeed._sqlserver_retention_kinds() -%}
       {%- do before_retention.update({key: raw}) -%}
@@ -225,8 +227,9 @@
       'capture_trigger': trigger,
       'source_sql': source_sql,
       'source_lit': changefeed._sqlserver_literal(source_sql),
-      'names_json': tojson(registered, sort_keys=true),
-      'names_json_older': [tojson(before_snapshot, sort_keys=true), tojson(before_retention, sort_keys=true)],
+      'names_json': tojson(changefeed._sqlserver_registry_names(own), sort_keys=true),
+      'names_json_older': [tojson(changefeed._sqlserver_registry_names(before_snapshot), sort_keys=true),
+                           tojson(changefeed._sqlserver_registry_names(before_retention), sort_keys=true)],
       'key_names': key_names,
       'key_decls': key_decls,
       'key_sig_json': tojson(key_sig),

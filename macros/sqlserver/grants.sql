@@ -45,10 +45,10 @@
   {#- Through sp_executesql too, so that each resolves its object when it runs, after the
       creates earlier in the same batch. -#}
   {%- for grant in writer -%}
-    {%- do statements.append(changefeed._sqlserver_exec(grant ~ ' to ' ~ n.writer.sql)) -%}
+    {%- do statements.append(changefeed._sqlserver_exec(grant ~ ' to ' ~ n.writer_role.sql)) -%}
   {%- endfor -%}
   {%- for grant in reader -%}
-    {%- do statements.append(changefeed._sqlserver_exec(grant ~ ' to ' ~ n.reader.sql)) -%}
+    {%- do statements.append(changefeed._sqlserver_exec(grant ~ ' to ' ~ n.reader_role.sql)) -%}
   {%- endfor -%}
   {{ return(statements) }}
 {% endmacro %}

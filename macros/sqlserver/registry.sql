@@ -96,3 +96,25 @@ if object_id({{ lit(feeds) }}, N'U') is not null
         @feed_id = {{ c.feed_lit }}, @names = @names output, @keys = @keys output, @options = @options output;
 select @names as names, @keys as keys, @options as options;
 {%- endmacro %}
+
+
+{#-
+  A feed's names as its registry row stores them: under the keys of the adapters' one
+  vocabulary, except the objects SQL Server's registry has always stored under keys of
+  its own (writer, reader, pk_<table>, ix_outbox_txid, ck_time_hint). Setup compares a
+  registered feed's names with its own byte for byte (a difference is error 51053), so
+  these keys keep a feed set up by an earlier version the same feed.
+-#}
+{% macro _sqlserver_registry_names(names) %}
+  {%- set stored_as = {
+      'writer_role': 'writer', 'reader_role': 'reader',
+      'state_pk': 'pk_state', 'feed_pk': 'pk_feed', 'outbox_pk': 'pk_outbox', 'session_pk': 'pk_session',
+      'incident_pk': 'pk_incident', 'retention_pk': 'pk_retention', 'consumer_pk': 'pk_consumer',
+      'snapshot_pk': 'pk_snapshot', 'outbox_txid': 'ix_outbox_txid', 'outbox_hint': 'ck_time_hint',
+  } -%}
+  {%- set stored = {} -%}
+  {%- for key, name in names.items() -%}
+    {%- do stored.update({stored_as.get(key, key): name}) -%}
+  {%- endfor -%}
+  {{ return(stored) }}
+{% endmacro %}

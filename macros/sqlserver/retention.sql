@@ -12,10 +12,11 @@
 -#}
 
 
-{#- The registry kinds retention added: a feed registered without them is set up by an
-    older package, and setup or upgrade adds them (context.sql, setup.sql). -#}
+{#- The kinds retention added (keys of the context's names): a feed registered without
+    them is set up by an older package, and setup or upgrade adds them (context.sql,
+    setup.sql). -#}
 {% macro _sqlserver_retention_kinds() %}
-  {{ return(['retention', 'consumer', 'pk_retention', 'pk_consumer', 'retain', 'save_cursor', 'forget_consumer']) }}
+  {{ return(['retention', 'consumer', 'retention_pk', 'consumer_pk', 'retain', 'save_cursor', 'forget_consumer']) }}
 {% endmacro %}
 
 
@@ -79,7 +80,7 @@ create table {{ n.retention.sql }} (
     horizon binary(16) not null,
     removed bigint not null,
     updated_at datetime2(3) not null,
-    constraint {{ n.pk_retention.sql }} primary key (shard_id)
+    constraint {{ n.retention_pk.sql }} primary key (shard_id)
 )
   {%- endset -%}
   {%- set consumer_ddl -%}
@@ -88,14 +89,14 @@ create table {{ n.consumer.sql }} (
     shard_id int not null,
     [cursor] binary(16) not null,
     updated_at datetime2(3) not null,
-    constraint {{ n.pk_consumer.sql }} primary key (consumer, shard_id)
+    constraint {{ n.consumer_pk.sql }} primary key (consumer, shard_id)
 )
   {%- endset -%}
   {{ return([
       'if object_id(' ~ n.retention.lit ~ ', N\'U\') is null\n    ' ~ changefeed._sqlserver_exec(retention_ddl),
       'if object_id(' ~ n.consumer.lit ~ ', N\'U\') is null\n    ' ~ changefeed._sqlserver_exec(consumer_ddl),
-      changefeed._sqlserver_exec('grant select on object::' ~ n.retention.sql ~ ' to ' ~ n.reader.sql),
-      changefeed._sqlserver_exec('grant select on object::' ~ n.consumer.sql ~ ' to ' ~ n.reader.sql),
+      changefeed._sqlserver_exec('grant select on object::' ~ n.retention.sql ~ ' to ' ~ n.reader_role.sql),
+      changefeed._sqlserver_exec('grant select on object::' ~ n.consumer.sql ~ ' to ' ~ n.reader_role.sql),
   ]) }}
 {% endmacro %}
 

@@ -255,36 +255,28 @@ select @action as action;
 
 {#-
   The feed's procedures and functions, each `create or alter` through sp_executesql:
-  what setup creates and upgrade re-creates. Order matters: callers after callees. In
-  outbox mode the capture trigger comes last (created, or dropped for capture: none).
+  what setup creates and upgrade re-creates, the kinds of _sqlserver_routine_kinds, each
+  from its macro _sqlserver_routine_<kind>. In outbox mode the capture trigger comes last
+  (created, or dropped for capture: none).
 -#}
 {% macro _sqlserver_routine_statements(c) %}
-  {%- set bodies = [] -%}
-  {%- if c.mode == 'blocking' -%}
-    {%- do bodies.append(changefeed._sqlserver_routine_release(c)) -%}
-    {%- do bodies.append(changefeed._sqlserver_routine_lock(c)) -%}
-    {%- do bodies.append(changefeed._sqlserver_routine_update_state(c)) -%}
-    {%- do bodies.append(changefeed._sqlserver_routine_ulid(c)) -%}
-    {%- do bodies.append(changefeed._sqlserver_routine_guard(c)) -%}
-  {%- else -%}
-    {%- do bodies.append(changefeed._sqlserver_routine_feed_write_lock(c)) -%}
-  {%- endif -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_read_feed(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_safe_point(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_tombstone(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_barrier_acquire(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_barrier_check(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_shards(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_retain(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_save_cursor(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_forget_consumer(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_snapshot_begin(c)) -%}
-  {%- do bodies.append(changefeed._sqlserver_routine_snapshot_finish(c)) -%}
   {%- set statements = [] -%}
-  {%- for body in bodies -%}
-    {%- do statements.append(changefeed._sqlserver_exec(body)) -%}
+  {%- for kind in changefeed._sqlserver_routine_kinds(c.mode) -%}
+    {%- do statements.append(changefeed._sqlserver_exec(changefeed._feed_routine_macro('sqlserver', kind)(c))) -%}
   {%- endfor -%}
   {#- capture_check before read_feed, which calls it. -#}
   {{ return(changefeed._sqlserver_capture_check_statements(c) + statements + changefeed._sqlserver_capture_statements(c)
       + changefeed._sqlserver_recapture_statements(c)) }}
+{% endmacro %}
+
+
+{#-
+  The feed's routines for a mode, in creation order, callers after callees (release
+  before lock, feed_write_lock before read_feed): the ones every adapter has
+  (_feed_routine_kinds, macros/_feed/spec.sql), after SQL Server's own feed_write_lock
+  (outbox: the mover lock that read_feed takes); mode none: both modes'. capture_check
+  and the capture triggers are created, or dropped, by their own statements (outbox.sql).
+-#}
+{% macro _sqlserver_routine_kinds(mode) %}
+  {{ return((['feed_write_lock'] if mode != 'blocking' else []) + changefeed._feed_routine_kinds(mode)) }}
 {% endmacro %}

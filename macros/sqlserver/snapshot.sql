@@ -8,10 +8,11 @@
 -#}
 
 
-{#- The registry kinds snapshots added: a feed registered without them is set up by an
-    older package, and setup or upgrade adds them (context.sql, setup.sql). -#}
+{#- The kinds snapshots added (keys of the context's names): a feed registered without
+    them is set up by an older package, and setup or upgrade adds them (context.sql,
+    setup.sql). -#}
 {% macro _sqlserver_snapshot_kinds() %}
-  {{ return(['snapshot', 'pk_snapshot', 'snapshot_begin', 'snapshot_finish']) }}
+  {{ return(['snapshot', 'snapshot_pk', 'snapshot_begin', 'snapshot_finish']) }}
 {% endmacro %}
 
 
@@ -31,12 +32,12 @@ create table {{ n.snapshot.sql }} (
     requested_at datetime2(7) not null,
     finished_at datetime2(7) null,
     rows_landed bigint null,
-    constraint {{ n.pk_snapshot.sql }} primary key (snapshot_id)
+    constraint {{ n.snapshot_pk.sql }} primary key (snapshot_id)
 )
   {%- endset -%}
   {{ return([
       'if object_id(' ~ n.snapshot.lit ~ ', N\'U\') is null\n    ' ~ changefeed._sqlserver_exec(ddl),
-      changefeed._sqlserver_exec('grant select on object::' ~ n.snapshot.sql ~ ' to ' ~ n.reader.sql),
+      changefeed._sqlserver_exec('grant select on object::' ~ n.snapshot.sql ~ ' to ' ~ n.reader_role.sql),
   ]) }}
 {% endmacro %}
 

@@ -21,7 +21,7 @@ create table {{ n.state.sql }} (
         when time is null then {{ c.zero16 }}
         else ulid_high + convert(binary(8), ulid_low - 1)
     end),
-    constraint {{ n.pk_state.sql }} primary key (shard_id)
+    constraint {{ n.state_pk.sql }} primary key (shard_id)
 )
   {%- endset -%}
   {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
@@ -31,7 +31,7 @@ create table {{ n.feed.sql }} (
     shard_id int not null,
     ulid binary(16) not null,
     {{ keys }},
-    constraint {{ n.pk_feed.sql }} primary key (shard_id, ulid)
+    constraint {{ n.feed_pk.sql }} primary key (shard_id, ulid)
 ) with (data_compression = page)
   {%- endset -%}
   {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
@@ -56,7 +56,7 @@ create table {{ n.session.sql }} (
     started_at datetime2(7) not null,
     ended_at datetime2(7) null,
     end_reason nvarchar(20) null,
-    constraint {{ n.pk_session.sql }} primary key (shard_id, session_id),
+    constraint {{ n.session_pk.sql }} primary key (shard_id, session_id),
     constraint {{ n.ck_session_state.sql }} check (state in (0, 1, 2))
 )
   {%- endset -%}
@@ -73,7 +73,7 @@ create table {{ n.incident.sql }} (
     holder_write_id uniqueidentifier null,
     detected_by_session_id int not null,
     waited_ms int null,
-    constraint {{ n.pk_incident.sql }} primary key (shard_id, generation)
+    constraint {{ n.incident_pk.sql }} primary key (shard_id, generation)
 )
   {%- endset -%}
   {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
@@ -96,13 +96,13 @@ create table {{ n.outbox.sql }} (
     time_hint datetime2(3) not null
         constraint {{ n.df_time_hint.sql }} default (sysutcdatetime()),
     {{ keys }},
-    constraint {{ n.pk_outbox.sql }} primary key (shard_id, order_sequence),
-    constraint {{ n.ck_time_hint.sql }} check (time_hint >= '1970-01-01')
+    constraint {{ n.outbox_pk.sql }} primary key (shard_id, order_sequence),
+    constraint {{ n.outbox_hint.sql }} check (time_hint >= '1970-01-01')
 )
     {%- endset -%}
     {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
     {%- set ddl -%}
-create index {{ n.ix_outbox_txid.sql }} on {{ n.outbox.sql }} (shard_id, txid)
+create index {{ n.outbox_txid.sql }} on {{ n.outbox.sql }} (shard_id, txid)
     {%- endset -%}
     {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
   {%- endif -%}
@@ -118,7 +118,7 @@ create type {{ n.read_type.sql }} as table (
   {%- endset -%}
   {%- do statements.append(changefeed._sqlserver_exec(ddl)) -%}
 
-  {%- for role in [n.writer, n.reader] -%}
+  {%- for role in [n.writer_role, n.reader_role] -%}
     {%- do statements.append('if database_principal_id(' ~ role.lit ~ ') is null\n    '
         ~ changefeed._sqlserver_exec('create role ' ~ role.sql)) -%}
   {%- endfor -%}
@@ -163,7 +163,7 @@ create type {{ n.read_type.sql }} as table (
 if exists (
     select 1 from sys.indexes
     where object_id = object_id({{ c.n.outbox.lit }}) and is_primary_key = 1 and optimize_for_sequential_key = 0)
-    alter index {{ c.n.pk_outbox.sql }} on {{ c.n.outbox.sql }} set (optimize_for_sequential_key = on)
+    alter index {{ c.n.outbox_pk.sql }} on {{ c.n.outbox.sql }} set (optimize_for_sequential_key = on)
   {%- endset -%}
   {{ return(['if convert(int, serverproperty(\'ProductMajorVersion\')) >= 15 or convert(int, serverproperty(\'EngineEdition\')) in (5, 8)\n    '
       ~ changefeed._sqlserver_exec(ddl)]) }}
