@@ -1,8 +1,7 @@
 """What a snapshot's parts share (docs/protocol.md section 12): a request and its chunks,
 the terms of a chunk's predicate, and the stored key bounds. The bottom of the snapshot
-modules: the dialects (:mod:`._snapshot_postgres`, :mod:`._snapshot_sqlserver`), the
-planning (:mod:`._snapshot_plan`) and the execution (:mod:`._snapshot`) import it, it
-imports none of them."""
+modules: each dialect's ``snapshot`` module and the landing's planning and execution
+(``changefeed.spark.landing``) import it; it imports none of them."""
 
 from __future__ import annotations
 

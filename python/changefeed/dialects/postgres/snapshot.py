@@ -1,8 +1,8 @@
 """PostgreSQL's statements of a snapshot (docs/protocol.md section 12), through psycopg:
 the requests (``snapshot:<feed>``, ``snapshot_begin``, ``snapshot_finish``), the feed's
 ``shard`` expression, the table's size, and the chunk and sample reads of the source.
-:mod:`._snapshot` runs them exactly as it runs SQL Server's
-(:class:`~._snapshot_dialect.SnapshotStatements`)."""
+The landing runs them exactly as it runs SQL Server's
+(:class:`~changefeed.dialects.base.SnapshotStatements`)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def estimated_rows(conn: Any, source: str) -> int:
 
 
 class PostgresStatements(ClientRequests):
-    """PostgreSQL's side of a snapshot (:class:`._snapshot_dialect.SnapshotStatements`):
+    """PostgreSQL's side of a snapshot (:class:`~changefeed.dialects.base.SnapshotStatements`):
     the functions of this module; the requests through :class:`~changefeed.client.PostgresFeed`."""
 
     feed_class = PostgresFeed

@@ -20,7 +20,7 @@ from changefeed.errors import ChangefeedSourceError
 LOG = logging.getLogger("changefeed.snapshot")
 
 #: PostgreSQL types whose ADBC Arrow type and values are exactly those of the row path
-#: (``changefeed.spark.source._types.spark_type_of``). Not here, so read as rows: numeric
+#: (``changefeed.dialects.rows.spark_type_of``). Not here, so read as rows: numeric
 #: (ADBC gives its text, and numeric holds NaN), json and jsonb (the row path writes
 #: sorted compact JSON), uuid, citext, name, arrays, ranges, intervals, and the rest.
 DIRECT = frozenset({

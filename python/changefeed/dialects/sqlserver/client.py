@@ -844,8 +844,9 @@ class SqlServerFeed(FeedClient):
             raise LockInTransaction(
                 f"feed {self.feed_id}: the lock call needs a connection in autocommit mode, "
                 "because it commits work of its own before your transaction; connect with "
-                "pymssql.connect(..., autocommit=True) or changefeed.client.sqlserver.connect, "
-                "or call conn.autocommit(True) after committing"
+                "pymssql.connect(..., autocommit=True) or "
+                "changefeed.dialects.sqlserver.client.connect, or call conn.autocommit(True) "
+                "after committing"
             )
         params = (shard, time_hint, stall_timeout_ms, lock_probe_ms)
         try:
@@ -1043,7 +1044,7 @@ class SqlServerFeed(FeedClient):
         if getattr(conn, "autocommit_state", True) is False:
             raise LockInTransaction(
                 f"feed {self.feed_id}: {why}, in a transaction of its own, and needs a "
-                "connection in autocommit mode (changefeed.client.sqlserver.connect, or "
+                "connection in autocommit mode (changefeed.dialects.sqlserver.client.connect, or "
                 "conn.autocommit(True) after committing)"
             )
 

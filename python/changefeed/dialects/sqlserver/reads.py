@@ -1,4 +1,4 @@
-"""SQL Server access of the data source, through :mod:`changefeed.client.sqlserver`.
+"""SQL Server access of the data source, through its client (:mod:`.client`).
 
 The statements are the client's (``tests/test_source_sqlserver_queries.py`` pins them);
 this module turns its answers and errors into the data source's.

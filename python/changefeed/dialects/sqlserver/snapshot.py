@@ -1,8 +1,8 @@
 """SQL Server's statements of a snapshot (docs/protocol.md section 12), through pymssql
-and :mod:`changefeed.client.sqlserver`: the requests (``[snapshot:<feed>]``,
+and its client (:mod:`.client`): the requests (``[snapshot:<feed>]``,
 ``snapshot_begin``, ``snapshot_finish``), the feed's ``shard`` expression, and the chunk
-and sample reads of the source. :mod:`._snapshot` runs them exactly as it runs
-PostgreSQL's (:class:`~._snapshot_dialect.SnapshotStatements`).
+and sample reads of the source. The landing runs them exactly as it runs
+PostgreSQL's (:class:`~changefeed.dialects.base.SnapshotStatements`).
 
 T-SQL has no row-value comparison, so a chunk's key bounds are written out column by
 column (:func:`keyset`). Bounds travel as text (JSON, to the executors) and are cast back
@@ -164,7 +164,7 @@ class SourceReader:
 
 class SqlServerStatements(ClientRequests):
     """A snapshot's database side on SQL Server
-    (:class:`._snapshot_dialect.SnapshotStatements`); the requests through
+    (:class:`~changefeed.dialects.base.SnapshotStatements`); the requests through
     :class:`~changefeed.client.SqlServerFeed`."""
 
     feed_class = client.SqlServerFeed
