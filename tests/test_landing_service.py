@@ -403,3 +403,39 @@ def test_service_command_lines_that_cannot_run_name_the_fix(
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("changefeed land: error: "), err
     assert fragment in err, err
+
+
+def test_a_services_feeds_create_one_new_schema_one_at_a_time() -> None:
+    """Feeds of one service creating their first tables in one new schema at the same moment
+    send their `create database` one after the other: two at once make Hive's metastore
+    log an AlreadyExistsException with its stack trace. No Spark: a recording session."""
+    from types import SimpleNamespace
+
+    from changefeed.spark.feedtable import TableName
+    from changefeed.spark.landing import _format
+
+    inside, most, guard = 0, 0, threading.Lock()
+
+    class Session:
+        def sql(self, text: str) -> None:
+            nonlocal inside, most
+            if text.startswith("create database"):
+                with guard:
+                    inside += 1
+                    most = max(most, inside)
+                time.sleep(0.05)
+                with guard:
+                    inside -= 1
+
+    def create(name: str) -> None:
+        table = TableName.parse_qualified(f"iceberg.shop_landing.{name}")
+        assert table is not None and not table.in_session_catalog
+        identity = _format.FeedIdentity(feed=f"shop.{name}", source="db")
+        _format.create_table(Session(), table, SimpleNamespace(fields=[]), "iceberg", identity)
+
+    threads = [threading.Thread(target=create, args=(f"t{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most == 1

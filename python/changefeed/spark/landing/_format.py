@@ -29,6 +29,7 @@ its committed head), so the batch is written in one pass.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -315,6 +316,13 @@ def record_identity(spark: Any, table: TableName, identity: FeedIdentity) -> Non
     )
 
 
+#: Held while a schema is created: a landing service's feeds create their tables from
+#: threads of one driver, and two `create database if not exists` of one new schema at
+#: once make Hive's metastore log an AlreadyExistsException with its stack trace (the
+#: schema is created either way).
+_NAMESPACES = threading.Lock()
+
+
 def create_table(
     spark: Any,
     table: TableName,
@@ -327,7 +335,8 @@ def create_table(
     column ``numbers``, :mod:`._evolution`), first clearing debris of a killed earlier
     create in the session catalog's managed location (11.5)."""
     namespace = table.namespace_sql
-    spark.sql(f"create database if not exists {namespace}")
+    with _NAMESPACES:
+        spark.sql(f"create database if not exists {namespace}")
     if table.in_session_catalog:
         FeedTable(spark, table).clear_orphan_location()
     columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
