@@ -27,7 +27,6 @@ from changefeed.client.feed import FeedClient
 from changefeed.dialects import (
     DIALECTS,
     Backend,
-    ChangefeedSourceError,
     Dialect,
     PostgresDialect,
     SqlServerDialect,
@@ -40,6 +39,7 @@ from changefeed.dialects.postgres.reads import PostgresBackend
 from changefeed.dialects.postgres.snapshot import PostgresStatements
 from changefeed.dialects.sqlserver.reads import SqlServerBackend
 from changefeed.dialects.sqlserver.snapshot import SqlServerStatements
+from changefeed.errors import ChangefeedSourceError
 
 
 def _public(cls: type) -> dict[str, str]:
