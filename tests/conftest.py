@@ -58,12 +58,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return schedule.worker_group(nodeid)
 
         def _next_scope(self, node: Any) -> str | None:
-            scopes = schedule.longest_first(self.workqueue, seconds)
-            spark = [s for s in scopes if schedule.is_spark_group(s, spark_modules)]
-            other = [s for s in scopes if not schedule.is_spark_group(s, spark_modules)]
-            if node is self.nodes[0]:
-                return (spark or other or [None])[0]
-            return (other or spark[-1:] or [None])[0]
+            return schedule.next_group(
+                self.workqueue, seconds, spark_modules, first=node is self.nodes[0]
+            )
 
         def _assign_work_unit(self, node: Any) -> None:
             # LoadScopeScheduling's, with the scope chosen by lane instead of the queue's

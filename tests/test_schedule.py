@@ -52,3 +52,27 @@ def test_longest_first_with_unrecorded_groups_first(tmp_path: Path) -> None:
     record.write_text("not json")
     assert schedule.recorded(record) == {}
     assert schedule.recorded(tmp_path / "missing.json") == {}
+
+
+def test_both_workers_take_the_longest_group_left_of_their_lane_then_of_the_other() -> None:
+    spark = frozenset({"tests/a.py", "tests/b.py", "tests/c.py", "tests/d.py"})
+    seconds = {"tests/a.py": 100.0, "tests/b.py": 60.0, "tests/c.py": 50.0,
+               "tests/d.py": 10.0, "tests/x.py": 20.0}  # fmt: skip
+    queue = list(seconds)
+    assert schedule.next_group(queue, seconds, spark, first=True) == "tests/a.py"
+    assert schedule.next_group(queue, seconds, spark, first=False) == "tests/x.py"
+    # the other lane done: each worker takes the longest left, not the shortest
+    assert schedule.next_group(queue[1:4], seconds, spark, first=False) == "tests/b.py"
+    assert schedule.next_group(["tests/x.py"], seconds, spark, first=True) == "tests/x.py"
+    assert schedule.next_group([], seconds, spark, first=True) is None
+
+    # two workers, each taking its next group when it is free: the short groups come
+    # last and even out the finish (the shortest Spark group first would end 100 / 140)
+    ends = [0.0, 0.0]
+    while queue:
+        worker = ends.index(min(ends))
+        group = schedule.next_group(queue, seconds, spark, first=worker == 0)
+        assert group is not None
+        queue.remove(group)
+        ends[worker] += seconds[group]
+    assert ends == [110.0, 130.0]

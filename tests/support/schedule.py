@@ -8,8 +8,10 @@
   :data:`PER_PARAMETER_MODULES` is a group per parameter, so that two workers can run
   its scenarios (one per table format) at once.
 * **Lanes.** The first worker takes the groups that start Spark, the other the rest and
-  then Spark groups from the back of the Spark lane, so that two Spark JVMs seldom run
-  at once and the two workers finish close together. Which modules start Spark is read
+  then the longest Spark group left, like the first (:func:`next_group`): the Spark groups
+  are nine tenths of the suite, so the second worker runs Spark most of the time either
+  way, and taking the longest left keeps the short groups for the end, where they even
+  out the two workers' finish. Which modules start Spark is read
   from their source (:func:`spark_modules`); the collection checks it against the tests'
   markers and fixtures, so a module the reading misses fails at once instead of being
   scheduled badly.
@@ -118,6 +120,20 @@ def recorded(path: Path = DURATIONS) -> dict[str, float]:
 def longest_first(groups: Iterable[str], seconds: Mapping[str, float]) -> list[str]:
     """``groups`` longest first; a group with no record first of all (ties keep their order)."""
     return sorted(groups, key=lambda g: -seconds.get(g, float("inf")))
+
+
+def next_group(
+    queue: Iterable[str], seconds: Mapping[str, float], spark: frozenset[str], *, first: bool
+) -> str | None:
+    """The group a worker takes next from ``queue`` (:func:`worker_group` names), given
+    :func:`spark_modules`: the first worker the longest group that starts Spark, else the
+    longest other; the second worker the longest other, else the longest Spark group.
+    None when ``queue`` is empty."""
+    ordered = longest_first(queue, seconds)
+    starts = [g for g in ordered if is_spark_group(g, spark)]
+    rest = [g for g in ordered if not is_spark_group(g, spark)]
+    lanes = (starts, rest) if first else (rest, starts)
+    return next((lane[0] for lane in lanes if lane), None)
 
 
 def write_durations(per_group: Mapping[str, float], path: Path = DURATIONS) -> None:
