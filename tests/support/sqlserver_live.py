@@ -28,7 +28,8 @@ from typing import Any
 
 from tests.support import sqlserver_matrix as matrix
 
-from changefeed.client import CannotConnect, Event, FeedInfo, SqlServerFeed, sqlserver
+from changefeed.client import CannotConnect, Event, FeedInfo, SqlServerFeed
+from changefeed.dialects.sqlserver import client as sqlserver
 from changefeed.dialects.sqlserver.client import SqlServerWrite
 
 DSN_VARIABLE = "CHANGEFEED_SQLSERVER_DSN"
