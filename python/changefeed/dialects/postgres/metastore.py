@@ -13,7 +13,7 @@ from typing import Any
 from changefeed.client.core import quote_pg, quote_pg_literal
 
 #: The advisory lock held while one process creates the metastore's tables.
-_SCHEMA_LOCK = "select pg_advisory{}lock(hashtext('changefeed.catalog.schema'))"
+_SCHEMA_LOCK = "hashtext('changefeed.catalog.schema')"
 
 
 def create_database(conn: Any, name: str) -> None:
@@ -30,18 +30,18 @@ def schema_created(conn: Any, marker: str) -> bool:
 
 
 def mark_schema_created(conn: Any, marker: str) -> None:
-    conn.execute(f"create table {marker} ()")
+    conn.execute(f"create table {quote_pg(marker)} ()")
 
 
 @contextlib.contextmanager
 def schema_lock(conn: Any) -> Iterator[None]:
     """Held while one process creates the metastore's tables, so that two first Spark
     sessions never create the same tables at once (PostgreSQL fails the second)."""
-    conn.execute(_SCHEMA_LOCK.format("_"))
+    conn.execute(f"select pg_advisory_lock({_SCHEMA_LOCK})")
     try:
         yield
     finally:
-        conn.execute(_SCHEMA_LOCK.format("_un"))
+        conn.execute(f"select pg_advisory_unlock({_SCHEMA_LOCK})")
 
 
 def table_entry(conn: Any, database: str, name: str) -> tuple[Any, ...] | None:

@@ -29,9 +29,6 @@ class PostgresBackend(Backend):
             self.conn: Any = connect(connection.uri, application_name="changefeed-spark")
         except ChangefeedError as exc:
             raise ChangefeedSourceError(str(exc)) from None
-        import psycopg
-
-        self._psycopg = psycopg
         self._clients: dict[str, Any] = {}
 
     # -- helpers ---------------------------------------------------------------------
