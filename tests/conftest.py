@@ -15,10 +15,10 @@ from tests.support import schedule, spark_jvm
 from tests.support.dbt_harness import keep_parsed_jinja
 from tests.support.real_parts import unavailable
 
-# The Spark JVMs of the processes the tests start get C1 only, the serial collector and
-# the class-data archive `make test` builds; the worker's own session keeps C2 (see
+# Every Spark JVM of the tests, the worker's own session and the processes the tests start,
+# gets C1 only, the serial collector and the class-data archive `make test` builds (see
 # tests/support/spark_jvm.py). A SPARK_SUBMIT_OPTS of the developer's own is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.child_options())
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm.jvm_options())
 
 # Every dbt project the tests parse in this process (the harness's, the docs' and the
 # demo's scratch projects) shares the package's parsed macros (tests/support/dbt_harness.py).
@@ -177,15 +177,10 @@ def spark() -> Iterator[Any]:
         from changefeed.local.spark import local_spark_session
     except ImportError as exc:
         unavailable("Spark", str(exc))
-    chosen = os.environ["SPARK_SUBMIT_OPTS"]
-    if chosen == spark_jvm.child_options():  # not the developer's own
-        os.environ["SPARK_SUBMIT_OPTS"] = spark_jvm.SESSION_OPTIONS
     try:
         session = local_spark_session(app_name="changefeed-tests")
     except Exception as exc:
         unavailable("Spark", f"{type(exc).__name__}: {exc}")
-    finally:
-        os.environ["SPARK_SUBMIT_OPTS"] = chosen
     yield session
     session.stop()
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.spark_jvm import CHILD_OPTIONS
+from tests.support.spark_jvm import JVM_OPTIONS
 
 #: How long a master or a worker may take to come up on a busy 2-core machine.
 START_SECONDS = 120
@@ -30,7 +30,7 @@ START_SECONDS = 120
 #: collector: tests/support/spark_jvm.py), which the master and workers run with too.
 EXECUTOR_CONF = {
     "spark.executor.memory": "768m",
-    "spark.executor.extraJavaOptions": CHILD_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
 }
 
 
@@ -75,7 +75,7 @@ def _environment() -> dict[str, str]:
 
     env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent),
            "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": CHILD_OPTIONS}  # fmt: skip
+           "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": JVM_OPTIONS}  # fmt: skip
     env.pop("SPARK_CONF_DIR", None)  # not a developer's shared catalog
     return env
 

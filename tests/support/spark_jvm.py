@@ -1,14 +1,14 @@
-"""JVM options of the tests' Spark JVMs, and the class-data archive of the short-lived ones
-(docs/testing.md, "JVM options").
+"""JVM options of the tests' Spark JVMs, and their class-data archive (docs/testing.md,
+"JVM options").
 
-On 2 cores the suite waits for CPU, and most of it goes to Spark JVMs. The processes the
-tests start (the kill scenarios' drivers, the CLI, the landing) live seconds to a minute
-on tiny tables: there, C2's compiler threads cost more CPU than its code saves, and loading,
-parsing and verifying Spark's, Delta's and Iceberg's classes from the jars again is most of
-a fresh driver's first seconds. ``tests/conftest.py`` therefore gives them
-:func:`child_options` through ``SPARK_SUBMIT_OPTS`` (spark-submit adds it to the driver JVM;
-each child process inherits it), and the worker's own long-lived session
-:data:`SESSION_OPTIONS`.
+On 2 cores the suite waits for CPU, and most of it goes to Spark JVMs, all on tiny tables.
+There C2's compiler threads cost more CPU than its code saves: in the processes the tests
+start (the kill scenarios' drivers, the CLI, the landing), which live seconds to a
+minute, and in each worker's own session as well, whose queries are each different. And
+loading, parsing and verifying Spark's, Delta's and Iceberg's classes from the jars again
+is most of a fresh driver's first seconds. ``tests/conftest.py`` therefore gives every
+test JVM :func:`jvm_options` through ``SPARK_SUBMIT_OPTS`` (spark-submit adds it to the
+driver JVM; each child process inherits it).
 
 ``python tests/support/spark_jvm.py`` (``make test`` runs it) builds the archive: it starts
 one local Spark session like the drivers' (Hive metastore, Delta Lake and Iceberg), runs
@@ -35,26 +35,25 @@ ARCHIVE = Path(sys.prefix) / "spark-tests.jsa"
 #: C1 only, and the serial collector: for JVMs of seconds to a minute. C1 alone shrinks the
 #: code cache to 48 MB, which the kill scenario's first driver (hundreds of statements,
 #: Spark's generated classes) filled: "Out of space in CodeCache for method handle
-#: intrinsic" failed a query; so the cache keeps the size it has with C2.
-CHILD_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+#: intrinsic" failed a query; so the cache keeps the size it has with C2. In a worker's
+#: own session C1 alone is a few per cent slower on an idle machine but uses about 17%
+#: fewer CPU-seconds, and two workers at once (the suite's case) finished 7% and 17% sooner.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 #: Spark settings for every test JVM, as Java system properties (SparkConf reads each
 #: ``spark.*`` one): no generated code. On tables of tens of rows, compiling a query's
 #: Java source (whole-stage code generation, then Janino) costs more than interpreting it:
 #: tests/test_spark_key_order.py took 13% less time. Results are the same by Spark's
 #: contract (its own suites run both modes).
 SPARK_PROPERTIES = "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
-#: The worker's own session lives the whole test session and runs most Spark tests, so
-#: C2 pays off there (C1 alone made tests/test_spark_scd.py 10% slower).
-SESSION_OPTIONS = f"-XX:+UseSerialGC {SPARK_PROPERTIES}"
 
 
-def child_options() -> str:
-    """:data:`CHILD_OPTIONS` and :data:`SPARK_PROPERTIES`, with the archive when it has
+def jvm_options() -> str:
+    """:data:`JVM_OPTIONS` and :data:`SPARK_PROPERTIES`, with the archive when it has
     been built."""
     if ARCHIVE.is_file():
         archive = f"-XX:SharedArchiveFile={ARCHIVE} -Xlog:cds*=off"
-        return f"{CHILD_OPTIONS} {SPARK_PROPERTIES} {archive}"
-    return f"{CHILD_OPTIONS} {SPARK_PROPERTIES}"
+        return f"{JVM_OPTIONS} {SPARK_PROPERTIES} {archive}"
+    return f"{JVM_OPTIONS} {SPARK_PROPERTIES}"
 
 
 def _workload(warehouse: Path) -> None:
@@ -95,7 +94,7 @@ def build(out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
     partial.unlink(missing_ok=True)
-    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{CHILD_OPTIONS} -XX:ArchiveClassesAtExit={partial}"}
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial}"}
     warehouse = Path(tempfile.mkdtemp(prefix="cf-jvm-archive-"))
     try:
         subprocess.run(
