@@ -38,6 +38,21 @@ def backend_running(admin: psycopg.Connection[Any], pid: int, like: str) -> bool
     return row is not None
 
 
+def wait_backend_gone(admin: psycopg.Connection[Any], pid: int) -> None:
+    """Wait until the backend of a killed client has ended: the server finishes or rolls
+    back its statement on its own, and until then holds its locks (a reader that meets the
+    mover lock of an outbox feed held longer than its wait moves nothing, and its page can
+    be empty: nothing yet, not nothing lost)."""
+    wait_until(
+        lambda: (
+            admin.execute("select 1 from pg_stat_activity where pid = %s", [pid]).fetchone() is None
+        ),
+        30,
+        0.01,
+        "the killed client's backend to exit",
+    )
+
+
 def got_page(child: Child) -> bool:
     """Whether the child's page has come back."""
     return any(e["ev"] == "page" for e in list(child.events.queue))
@@ -95,6 +110,7 @@ def test_reader_killed_mid_page(
         if killed_mid_page:
             break
     assert killed_mid_page, f"killed too late: the page came back first, {attempts} times"
+    wait_backend_gone(admin, child.backend_pid)
     # The reader never got its page: whatever it was doing is either done or undone.
     first = read_everything(kit, connect(), history, "again-1", 7000)
     second = read_everything(kit, connect(), history, "again-2", 12_000)
@@ -171,18 +187,7 @@ def test_mover_process_killed_mid_move(
         child.expect("moving")
         wait_until(lambda: backend_running(admin, child.backend_pid, "%move_outbox%"), 10, 0.001)
         child.kill()
-    # The backend finishes or rolls back its statement on its own; wait for it to end.
-    wait_until(
-        lambda: (
-            admin.execute(
-                "select 1 from pg_stat_activity where pid = %s", [child.backend_pid]
-            ).fetchone()
-            is None
-        ),
-        30,
-        0.01,
-        "the killed client's backend to exit",
-    )
+    wait_backend_gone(admin, child.backend_pid)
     # One move of max_rows 10000 takes the first transaction, whole (protocol 5, step 1:
     # no window of rows holds a whole transaction until it holds the first one's 80,000).
     state = (_feed_count(kit, admin), kit.outbox_count(admin))
