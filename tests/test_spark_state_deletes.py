@@ -58,14 +58,13 @@ MODELS = {
     "current_parquet": ("changefeed_current_state", "file_format='parquet'"),
     "current_layers": ("changefeed_current_state",
                        "file_format='parquet', parquet_layout='layers', max_layers=2"),
-    "current_merge": ("changefeed_current_state", "file_format='delta'"),
     "history_delta": ("changefeed_history", "file_format='delta'"),
     "history_parquet": ("changefeed_history", "file_format='parquet'"),
     # with tombstones: Iceberg's Hadoop catalog holds no views
     "history_iceberg": ("changefeed_history", "file_format='iceberg'"),
 }  # fmt: skip
-#: the current states that select the operation (the other is docs/spark.md's example)
-CURRENT_OPERATIONS = ("current_parquet", "current_layers", "current_merge")
+#: the current states, each selecting the operation (docs/spark.md's example with it added)
+CURRENT_OPERATIONS = ("current_delta", "current_parquet", "current_layers")
 #: the histories that select the operation, and where each keeps its state
 HISTORIES = {
     "history_delta": f"spark_catalog.{SCHEMA}.history_delta__changefeed_state",
@@ -185,6 +184,9 @@ def write_model(project: Any, name: str, deletes: str = "remove", **overrides: s
         text = text.replace("source('landing', 'orders_feed')", FEED_REF).replace(
             "file_format='delta',", f"file_format='delta', schema='{SCHEMA}', buckets=4,"
         )
+        batch = "e.changefeed_feed_batch\n"
+        assert text.count(batch) == 1
+        text = text.replace(batch, "e.changefeed_feed_batch, e.changefeed_operation\n")
     else:
         text = MODEL.format(
             materialization=overrides.get("materialization", materialization),
@@ -299,7 +301,8 @@ def rounds(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         land(spark, batch)
         if batch == 4:
             # the models written and their cursors not: the re-run reads the window again
-            run_all(spark, {"parquet": harnesses["parquet"]}, fail_at=CURSOR_CUT)
+            run_all(spark, {"parquet": harnesses["parquet"]}, "--select", *CURRENT_OPERATIONS,
+                    fail_at=CURSOR_CUT)  # fmt: skip
         if batch == max(BATCHES):
             # the histories' run whose late versions move reads both ways, cut before its
             # second and its third write (R2, R3) and run again (protocol 11.8); the
@@ -352,10 +355,11 @@ def test_history_without_delete_versions_closes_the_version_before_a_delete(
 def test_a_current_state_row_has_its_newest_versions_operation(
     rounds: dict[str, Any], model: str
 ) -> None:
-    """Rewrite, layers and merge: after every batch (batch 4 read twice, its cursor cut the
-    first time), each live key's operation is the one its run gave it: key 4's an update
-    of the state's row from batch 3 (also when read again), key 8's still an insert after
-    its older version lands (a late event changes nothing of the row)."""
+    """Merge (Delta), rewrite and layers (parquet): after every batch (batch 4 read twice,
+    its cursor cut the first time), each live key's operation is the one its run gave it:
+    key 4's an update of the state's row from batch 3 (also when read again), key 8's
+    still an insert after its older version lands (a late event changes nothing of the
+    row)."""
     for batch in BATCHES:
         assert rounds[batch][f"{model}_operations"] == expected_current_operations(batch), batch
     assert (4, "update") in rounds[4][f"{model}_operations"]
@@ -412,7 +416,8 @@ def test_the_model_is_a_view_and_the_tombstones_stay_in_its_state(
         "where changefeed_deleted").collect()  # fmt: skip
     assert sorted(r[0] for r in deleted) == [3, 5, 6]
     columns = spark.table(f"spark_catalog.{SCHEMA}.current_delta").columns
-    assert columns == ["shard_id", "ulid", "order_id", "payload", "changefeed_feed_batch"]
+    assert columns == ["shard_id", "ulid", "order_id", "payload", "changefeed_feed_batch",
+                       "changefeed_operation"]  # fmt: skip
     assert "valid_to" in spark.table(f"spark_catalog.{SCHEMA}.history_delta").columns
 
 
