@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 #: The archive, in the virtual environment whose pyspark jars it holds.
 ARCHIVE = Path(sys.prefix) / "spark-tests.jsa"
-#: C1 only, and the serial collector: for JVMs of seconds to a minute. C1 alone shrinks the
+#: C1 only, and the serial collector: for every test JVM, on tiny tables. C1 alone shrinks the
 #: code cache to 48 MB, which the kill scenario's first driver (hundreds of statements,
 #: Spark's generated classes) filled: "Out of space in CodeCache for method handle
 #: intrinsic" failed a query; so the cache keeps the size it has with C2. In a worker's

@@ -12,8 +12,8 @@ from typing import Any
 
 from changefeed.client.core import quote_pg, quote_pg_literal
 
-#: The advisory lock held while one process creates the metastore's tables.
-_SCHEMA_LOCK = "hashtext('changefeed.catalog.schema')"
+#: The key of the advisory lock held while one process creates the metastore's tables.
+_SCHEMA_LOCK_KEY = "hashtext('changefeed.catalog.schema')"
 
 
 def create_database(conn: Any, name: str) -> None:
@@ -37,11 +37,11 @@ def mark_schema_created(conn: Any, marker: str) -> None:
 def schema_lock(conn: Any) -> Iterator[None]:
     """Held while one process creates the metastore's tables, so that two first Spark
     sessions never create the same tables at once (PostgreSQL fails the second)."""
-    conn.execute(f"select pg_advisory_lock({_SCHEMA_LOCK})")
+    conn.execute(f"select pg_advisory_lock({_SCHEMA_LOCK_KEY})")
     try:
         yield
     finally:
-        conn.execute(f"select pg_advisory_unlock({_SCHEMA_LOCK})")
+        conn.execute(f"select pg_advisory_unlock({_SCHEMA_LOCK_KEY})")
 
 
 def table_entry(conn: Any, database: str, name: str) -> tuple[Any, ...] | None:
