@@ -89,8 +89,8 @@ def test_the_revision_pattern() -> None:
 
 def test_the_wheel_holds_every_module_and_names_what_each_node_needs(tmp_path: Path) -> None:
     """`make wheel`'s build (docs/deploying.md, "Shipping the package"): one pure-Python
-    wheel with every module of the package and nothing else, the `changefeed` command, and
-    the extras the docs tell each node to install."""
+    wheel with every module of the package and of its dbt plugin and nothing else, the
+    `changefeed` command, and the extras the docs tell each node to install."""
     import sys
     import zipfile
 
@@ -103,8 +103,11 @@ def test_the_wheel_holds_every_module_and_names_what_each_node_needs(tmp_path: P
     assert wheel.name == f"changefeed-{version.group(1)}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
     source = REPO / "python"
-    modules = {str(p.relative_to(source)) for p in (source / "changefeed").rglob("*.py")}
+    # the package, and the dbt plugin that dbt finds as a top-level dbt_* module
+    packages = ("changefeed", "dbt_changefeed")
+    modules = {str(p.relative_to(source)) for top in packages for p in (source / top).rglob("*.py")}
     assert {n for n in names if n.endswith(".py")} == modules
+    assert "dbt_changefeed/__init__.py" in modules
     assert "changefeed/py.typed" in names
     assert not [n for n in names if n.startswith(("tests/", "examples/", "shop_demo"))]
     info = f"changefeed-{version.group(1)}.dist-info"

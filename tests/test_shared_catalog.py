@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from tests.support import spark_source as kit
 from tests.support.cli import WITHOUT_PYSPARK
-from tests.support.dbt_harness import package_project
+from tests.support.dbt_harness import package_project, postgres_output
 from tests.support.doc_blocks import sample
 from tests.support.shared_catalog import (
     CLI,
@@ -176,48 +177,65 @@ def test_landing_dbt_and_status_share_one_catalog(pg_uri: str, dbt: Any, tmp_pat
     assert max(consumed.values()) == 1, "an event consumed twice"
     assert consumed == source, f"consumer != source ({landed_all})"
     print({k: round(v, 1) for k, v in timings.items()}, landed_all)
-    _a_stopped_catalog_stays_stopped(project, conf_dir, env, tmp_path)
-    _a_rebooted_catalog_is_started_by_the_spark_launcher(conf_dir, env, cli, tmp_path)
+    _a_stopped_catalog_stays_stopped(project, conf_dir, env, tmp_path, pg_uri)
+    _a_rebooted_catalog_is_started_by_the_spark_launcher(project, conf_dir, env, cli, tmp_path)
 
 
 def _a_stopped_catalog_stays_stopped(
-    project: Path, conf_dir: Path, env: dict[str, str], cwd: Path
+    project: Path, conf_dir: Path, env: dict[str, str], cwd: Path, pg_uri: str
 ) -> None:
-    """`changefeed catalog stop` keeps the catalog stopped: `dbt run` (dbt-spark's session,
-    which runs none of changefeed's code first) fails within seconds, its Spark launch
-    saying in one line that the catalog was stopped and naming `changefeed catalog init`,
-    then dbt's own few lines, with no Java or Python trace; the commands refuse alike."""
+    """`changefeed catalog stop` keeps the catalog stopped: `dbt run` (dbt-spark's session)
+    fails within seconds and before Spark starts, in dbt's four lines, the last naming
+    `changefeed catalog init` (the dbt_changefeed plugin); commands that start no Spark
+    session (`dbt parse`, a PostgreSQL target) are not stopped by it; the commands
+    refuse alike."""
     from changefeed.local import catalog
 
     directory = Path(conf_dir).parent
     shared = catalog.load(directory)
     assert not listening(shared.port), "the scenario ends with `changefeed catalog stop`"
     started = time.monotonic()
-    run = subprocess.run([str(Path(sys.executable).parent / "dbt"), "run", "--project-dir",
-                          str(project), "--profiles-dir", str(cwd), "--log-path",
-                          str(cwd / "logs"), "--no-version-check"], env=env, cwd=cwd,
-                         capture_output=True, text=True, timeout=180)  # fmt: skip
+    run = _dbt(["run", "--project-dir", str(project)], env, cwd)
     seconds = time.monotonic() - started
     lines = (run.stdout + run.stderr).splitlines()
-    assert run.returncode != 0, run.stdout
-    assert f"changefeed: {catalog.stopped_message(shared)}" in lines, lines
-    assert not [line for line in lines if line.startswith(("\tat ", "Traceback"))], lines
-    # dbt's header (6 or 7 lines), the line above, the JVM's own `WARNING: Using incubator
-    # modules`, and dbt's error (7 lines, Hive's "Unable to instantiate" its last)
-    assert len(lines) <= 17, lines
+    assert run.returncode == 2, run.stdout
+    assert run.stdout.splitlines()[-1].strip() == f"changefeed: {catalog.stopped_message(shared)}"
+    # Running with dbt=, Encountered an error:, Runtime Error, the line above
+    assert len(lines) <= 5, lines
+    assert not [line for line in lines if line.startswith(("\tat ", "Traceback", "WARNING"))]
+    assert not (cwd / "metastore_db").exists()
     print(f"dbt run on a stopped catalog: {len(lines)} lines in {seconds:.1f} s")
-    assert seconds < 60, seconds  # about 10 s alone
+    assert seconds < 15, seconds  # about 2 s alone: no Spark starts
+
+    parse = _dbt(["parse", "--project-dir", str(project)], env, cwd)
+    assert parse.returncode == 0, parse.stdout[-3000:]
+    # The same project on a PostgreSQL target: no Spark session, so no catalog to check.
+    profiles = yaml.safe_load((cwd / "profiles.yml").read_text())
+    (profile,) = profiles.values()
+    profile["outputs"]["pg"] = {**postgres_output(pg_uri), "schema": SCHEMA}
+    (cwd / "profiles.yml").write_text(yaml.safe_dump(profiles))
+    show = _dbt(["show", "--project-dir", str(project), "--target", "pg", "--inline",
+                 "select 41 + 1 as answer"], env, cwd)  # fmt: skip
+    assert show.returncode == 0 and "42" in show.stdout, show.stdout[-3000:]
     with pytest.raises(catalog.CatalogError, match="changefeed catalog init --dir"):
         catalog.ensure_running(shared)
     assert not listening(shared.port)
 
 
+def _dbt(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    dbt = str(Path(sys.executable).parent / "dbt")
+    options = ["--profiles-dir", str(cwd), "--log-path", str(cwd / "logs"), "--no-version-check"]
+    return subprocess.run([dbt, *args, *options], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+
+
 def _a_rebooted_catalog_is_started_by_the_spark_launcher(
-    conf_dir: Path, env: dict[str, str], cli: list[str], cwd: Path
+    project: Path, conf_dir: Path, env: dict[str, str], cli: list[str], cwd: Path
 ) -> None:
     """After a reboot (the server down, not by `changefeed catalog stop`), any Spark launch
-    on SPARK_CONF_DIR starts its server, saying so in one line; a server that cannot start
-    stops the launch with one line naming the command that shows why."""
+    on SPARK_CONF_DIR starts its server, saying so in one line, and so does dbt's plugin
+    before dbt starts Spark; a server that cannot start stops the launch, and `dbt run`
+    before Spark, with one line naming the command that shows why."""
     import pyspark
 
     from changefeed.local import catalog
@@ -254,6 +272,29 @@ def _a_rebooted_catalog_is_started_by_the_spark_launcher(
         f"and did not start; run changefeed catalog init --dir {directory} to see why"
     ), launch.stderr
     assert "Spark" not in launch.stderr and not listening(shared.port)
+
+    # dbt's plugin, before Spark: the same start, in dbt's process.
+    said: list[str] = []
+    catalog.before_spark(shared, announce=said.append)
+    assert said == [catalog.starting_message(shared)] and listening(shared.port)
+    catalog.before_spark(shared, announce=said.append)  # running: one connect, no word
+    assert len(said) == 1
+    subprocess.run([*cli, "catalog", "stop", "--dir", str(directory)], env=env, cwd=cwd,
+                   capture_output=True, timeout=60, check=True)  # fmt: skip
+    (directory / catalog.STOPPED_FILE).unlink()
+    settings = shared.pgdata / "postgresql.conf"
+    kept = settings.read_text()
+    settings.write_text(kept + "shared_buffers = 'none'\n")  # the server cannot start
+    try:
+        run = _dbt(["run", "--project-dir", str(project)], env, cwd)
+    finally:
+        settings.write_text(kept)
+    lines = (run.stdout + run.stderr).splitlines()
+    assert run.returncode == 2, run.stdout
+    assert run.stderr.splitlines() == [f"changefeed: {catalog.starting_message(shared)}"]
+    failed = run.stdout.splitlines()[-1].strip()
+    assert failed == f"changefeed: {catalog.start_failed_message(shared)}", lines
+    assert len(lines) <= 5 and not listening(shared.port), lines
 
 
 def _caught_up(log: str) -> bool:

@@ -28,10 +28,11 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -59,6 +60,7 @@ __all__ = [
     "USER_SECTION",
     "Catalog",
     "CatalogError",
+    "before_spark",
     "configured",
     "connect_metastore",
     "ensure_running",
@@ -70,6 +72,8 @@ __all__ = [
     "schema_lock",
     "schema_ready",
     "silent_logging_properties",
+    "start_failed_message",
+    "starting_message",
     "stop",
     "stopped_message",
     "write_conf",
@@ -380,10 +384,8 @@ def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
     once and without a log line. On a terminal it says that Spark is starting
     (:data:`SPARK_STARTING`)."""
     directory = shlex.quote(str(catalog.directory))
-    fix = f"changefeed catalog init --dir {directory}"
-    server = f"the server of the shared catalog ({HOST}:{catalog.port})"
-    starting = f"changefeed: starting {server}, which was stopped: {fix}"
-    failed = f"changefeed: {server} is stopped and did not start; run {fix} to see why"
+    starting = f"changefeed: {starting_message(catalog)}"
+    failed = f"changefeed: {start_failed_message(catalog)}"
     # The driver starts, but asks the metastore at the stopped server's port, once, with
     # its logging off: its first look at the catalog fails at once in one error (dbt then
     # says it in a few lines), where an exit here would leave PySpark's gateway error and
@@ -508,9 +510,58 @@ def stopped_message(catalog: Catalog) -> str:
     """What every start on a catalog stopped by :func:`stop` says, in one line."""
     return (
         f"the shared catalog's server ({HOST}:{catalog.port}) was stopped by `changefeed "
-        f"catalog stop`; start it with: changefeed catalog init --dir "
-        f"{shlex.quote(str(catalog.directory))}"
+        f"catalog stop`; start it with: {_init_command(catalog)}"
     )
+
+
+def starting_message(catalog: Catalog) -> str:
+    """What a start that finds the server down (after a reboot) says, in one line."""
+    return (
+        f"starting the server of the shared catalog ({HOST}:{catalog.port}), which was "
+        f"stopped: {_init_command(catalog)}"
+    )
+
+
+def start_failed_message(catalog: Catalog) -> str:
+    """What a start says when the server is down and does not start, in one line."""
+    return (
+        f"the server of the shared catalog ({HOST}:{catalog.port}) is stopped and did not "
+        f"start; run {_init_command(catalog)} to see why"
+    )
+
+
+def _init_command(catalog: Catalog) -> str:
+    return f"changefeed catalog init --dir {shlex.quote(str(catalog.directory))}"
+
+
+def before_spark(catalog: Catalog, announce: Callable[[str], None]) -> None:
+    """In a process that runs changefeed's code before its Spark driver starts (dbt,
+    through the :mod:`dbt_changefeed` plugin), do at once what the catalog's
+    ``spark-env.sh`` (:func:`launcher_script`) does only when that driver launches: on a
+    catalog stopped by :func:`stop`, CatalogError with :func:`stopped_message`; on a
+    server that is down (after a reboot), start it, passing :func:`starting_message` to
+    ``announce`` first, and CatalogError with :func:`start_failed_message` if it does not
+    start. A running server costs one TCP connect. Failing here, before Spark, is what
+    keeps such a failure to one line: past the launch, dbt reports Spark's error."""
+    if (catalog.directory / STOPPED_FILE).exists():
+        raise CatalogError(stopped_message(catalog))
+    if _listening(catalog):
+        return
+    announce(starting_message(catalog))
+    try:
+        ensure_running(catalog)
+    except CatalogError as exc:
+        if (catalog.directory / STOPPED_FILE).exists():
+            raise  # stopped by `changefeed catalog stop` meanwhile: its own message
+        raise CatalogError(start_failed_message(catalog)) from exc
+
+
+def _listening(catalog: Catalog) -> bool:
+    try:
+        with socket.create_connection((HOST, catalog.port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def schema_ready(catalog: Catalog) -> bool:
