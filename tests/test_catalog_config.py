@@ -45,6 +45,24 @@ def test_no_or_a_foreign_spark_conf_dir_keeps_derby(
     assert shared_catalog("spark-warehouse") is None
 
 
+def test_the_default_directory_is_found_from_below(tmp_path: Path) -> None:
+    """dbt's plugin looks for `.changefeed/catalog` (init's default `--dir`) in a project's
+    directory and its parents, and takes the nearest that holds a catalog."""
+    outer = tmp_path / catalog.DEFAULT_DIR
+    _catalog_dir(outer)
+    project = tmp_path / "work" / "shop_analytics"
+    project.mkdir(parents=True)
+    assert catalog.found_above(project) == catalog.load(outer)
+    inner = tmp_path / "work" / catalog.DEFAULT_DIR
+    _catalog_dir(inner)
+    assert catalog.found_above(project).directory == inner  # type: ignore[union-attr]
+    (inner / "catalog.json").unlink()  # a directory without a catalog is not one
+    assert catalog.found_above(project).directory == outer  # type: ignore[union-attr]
+    message = catalog.unset_message(catalog.load(outer))
+    assert message.startswith("SPARK_CONF_DIR is not set") and "\n" not in message
+    assert f"export SPARK_CONF_DIR={outer / 'conf'}" in message
+
+
 def test_warehouse_next_to_a_shared_catalog_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

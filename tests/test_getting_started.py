@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,27 @@ def assert_quiet(done: subprocess.CompletedProcess[str]) -> None:
     assert not noise, "\n".join(noise[:20])
 
 
+def _a_terminal_without_spark_conf_dir(root: Path, env: dict[str, str], conf_dir: Path) -> None:
+    """A new terminal that missed env.sh's SPARK_CONF_DIR (issue 33): `dbt run` fails at
+    once in dbt's four lines, the last naming the export, before Spark starts, so no
+    Derby metastore_db/ is left behind."""
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", ". ./env.sh\nunset SPARK_CONF_DIR\ncd shop_analytics\ndbt run"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 2, lines
+    last = lines[-1].strip()
+    assert last.startswith("changefeed: SPARK_CONF_DIR is not set"), lines
+    assert f"export SPARK_CONF_DIR={conf_dir} " in last, last
+    assert len(lines) <= 5, lines
+    assert not (root / "metastore_db").exists()
+    assert not (root / "shop_analytics" / "metastore_db").exists()
+    assert seconds < 15, seconds
+
+
 @pytest.fixture(scope="module")
 def shop(pg_server: Any, pg_uri: str) -> str:
     """The URI of the page's database ``shop`` on the embedded server, which the page's
@@ -187,6 +209,7 @@ def test_the_page_end_to_end_twice(
         landed = shell(root, sample("getting-started-land"), env)
         assert "landing.shop_orders: batch 1, 3 events" in landed, landed
         assert_quiet(shell_run(root, sample("getting-started-run"), env))
+        _a_terminal_without_spark_conf_dir(root, env, conf_dir)
 
         # More writes, a delete among them: land again, run again.
         with psycopg.connect(shop, autocommit=True) as conn:

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from tests.support.dbt_harness import DbtError, DbtHarness, package_project
 
+from changefeed.local import catalog
+
 # The tests build on the first one's batches, so the module is slow as a whole (about 18 s).
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -73,10 +75,16 @@ def cost(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DbtHa
     """A dbt project with three consumers of cost_feed, and the feed's first batch."""
     sources = (f"version: 2\nsources:\n  - name: cost\n    schema: {SCHEMA}\n"
                "    tables:\n      - name: cost_feed\n")  # fmt: skip
-    root = package_project(tmp_path_factory.mktemp("cost") / "project", "changefeed_cost", {
+    above = tmp_path_factory.mktemp("cost")
+    root = package_project(above / "project", "changefeed_cost", {
         "sources.yml": sources, "cost_consumer.sql": CONSUMER, "cost_filtered.sql": FILTERED,
         "cost_no_column.sql": NO_COLUMN,
     })  # fmt: skip
+    # A shared catalog's directory above the project, as after `changefeed catalog init`
+    # there: dbt's plugin would fail a Spark start without SPARK_CONF_DIR, but dbt run
+    # in-process beside this session starts none, so its runs go on (issue 33).
+    (above / catalog.DEFAULT_DIR).mkdir(parents=True)
+    (above / catalog.DEFAULT_DIR / "catalog.json").write_text('{"warehouse": "/x", "port": 5}')
     spark.sql(f"create database if not exists {SCHEMA}")
     for table in ("cost_feed", "cost_consumer", "cost_filtered", "cost_no_column"):
         spark.sql(f"drop table if exists {SCHEMA}.{table}")
@@ -121,8 +129,14 @@ def partitions_read(frame: Any) -> int:
     return total
 
 
-def test_incremental_runs_read_only_the_new_batches(spark: Any, cost: DbtHarness) -> None:
+def test_incremental_runs_read_only_the_new_batches(
+    spark: Any, cost: DbtHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     run(cost, "--select", "cost_consumer", "cost_filtered")
+    # what the plugin would have named, had this process not run Spark already
+    assert catalog.found_above(cost.project_dir) is not None
+    assert (cost.packages_dir / "changefeed" / "dbt_project.yml").is_file()
     assert output(spark, "cost_consumer") == [(0, 1, 1, 1), (0, 3, 1, 1), (1, 2, 1, 1)]
 
     # shard 1 is idle for three runs: neither lost nor re-read when it writes again

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from changefeed.cli import CliError
-
-DEFAULT_DIR = ".changefeed/catalog"
+from changefeed.local.catalog import DEFAULT_DIR
 
 
 def add_parser(subparsers: Any) -> None:

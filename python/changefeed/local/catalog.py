@@ -48,6 +48,7 @@ from changefeed.local.embedded_postgres import import_pgserver
 __all__ = [
     "ANNOUNCED",
     "CONF_FILE",
+    "DEFAULT_DIR",
     "ENV_FILE",
     "HOST",
     "LOG_FILE",
@@ -64,6 +65,7 @@ __all__ = [
     "configured",
     "connect_metastore",
     "ensure_running",
+    "found_above",
     "init",
     "is_uri",
     "launcher_script",
@@ -76,9 +78,13 @@ __all__ = [
     "starting_message",
     "stop",
     "stopped_message",
+    "unset_message",
     "write_conf",
 ]
 
+#: The catalog's directory that ``changefeed catalog init`` takes without ``--dir``,
+#: relative to the directory it runs in.
+DEFAULT_DIR = ".changefeed/catalog"
 #: Key of spark-defaults.conf naming the catalog directory; marks the file as this
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
 MARKER = "spark.changefeed.catalog"
@@ -255,6 +261,29 @@ def configured() -> Catalog | None:
         if key == MARKER:
             return load(Path(value.strip()))
     return None
+
+
+def found_above(start: Path) -> Catalog | None:
+    """The catalog in :data:`DEFAULT_DIR` of ``start`` or of its nearest parent that has
+    one (as ``init`` run there without ``--dir`` made it), or None."""
+    for directory in (start, *start.parents):
+        candidate = directory / DEFAULT_DIR
+        if (candidate / "catalog.json").is_file():
+            return load(candidate)
+    return None
+
+
+def unset_message(catalog: Catalog) -> str:
+    """What a Spark start that would miss ``catalog`` for want of ``SPARK_CONF_DIR``
+    says, in one line."""
+    conf_dir = shlex.quote(str(catalog.conf_dir))
+    return (
+        f"SPARK_CONF_DIR is not set, so this Spark session would start a catalog of its own "
+        f"(a new Derby metastore_db/ in the current directory) instead of the shared catalog "
+        f"in {shlex.quote(str(catalog.directory))}, where the landing writes: export "
+        f"SPARK_CONF_DIR={conf_dir} (the line changefeed catalog init printed), or set it to a "
+        f"conf directory of your own for another catalog"
+    )
 
 
 def load(directory: Path) -> Catalog:
