@@ -402,12 +402,13 @@ def silent_logging_properties() -> str:
 
 
 def launcher_script(catalog: Catalog, python: str = sys.executable) -> str:
-    """The ``spark-env.sh`` of the catalog: before a Spark driver starts (dbt-spark's
-    ``method: session`` included, which runs none of changefeed's code first), start the
-    server if it is not running (after a reboot), as the changefeed commands do
-    (:func:`ensure_running`). Without it, a driver on a stopped catalog waits a minute for
-    Hive's retries and prints thousands of lines that never name the fix. When the server
-    cannot be started, the launch stops with one line naming the command that shows why.
+    """The ``spark-env.sh`` of the catalog: before a Spark driver starts (any pyspark,
+    ``spark-submit`` or Thrift server; dbt's plugin does the same earlier,
+    :func:`before_spark`), start the server if it is not running (after a reboot), as the
+    changefeed commands do (:func:`ensure_running`). Without it, a driver on a stopped
+    catalog waits a minute for Hive's retries and prints thousands of lines that never
+    name the fix. When the server cannot be started, the launch stops with one line
+    naming the command that shows why.
     A catalog that ``changefeed catalog stop`` stopped stays stopped: the launch says so in
     one line naming ``init``, and its driver fails at its first look at the catalog, at
     once and without a log line. On a terminal it says that Spark is starting
@@ -579,8 +580,8 @@ def before_spark(catalog: Catalog, announce: Callable[[str], None]) -> None:
     announce(starting_message(catalog))
     try:
         ensure_running(catalog)
-    except CatalogError as exc:
-        if (catalog.directory / STOPPED_FILE).exists():
+    except Exception as exc:  # whatever the cause, `init` (named in the message) shows it
+        if isinstance(exc, CatalogError) and (catalog.directory / STOPPED_FILE).exists():
             raise  # stopped by `changefeed catalog stop` meanwhile: its own message
         raise CatalogError(start_failed_message(catalog)) from exc
 
