@@ -85,6 +85,9 @@ __all__ = [
 #: The catalog's directory that ``changefeed catalog init`` takes without ``--dir``,
 #: relative to the directory it runs in.
 DEFAULT_DIR = ".changefeed/catalog"
+#: The file in a catalog's directory that holds its port and warehouse: a directory is a
+#: catalog when it has one.
+_STATE_FILE = "catalog.json"
 #: Key of spark-defaults.conf naming the catalog directory; marks the file as this
 #: module's, so a SPARK_CONF_DIR of the user's own is never taken for a shared catalog.
 MARKER = "spark.changefeed.catalog"
@@ -268,7 +271,7 @@ def found_above(start: Path) -> Catalog | None:
     one (as ``init`` run there without ``--dir`` made it), or None."""
     for directory in (start, *start.parents):
         candidate = directory / DEFAULT_DIR
-        if (candidate / "catalog.json").is_file():
+        if (candidate / _STATE_FILE).is_file():
             return load(candidate)
     return None
 
@@ -287,7 +290,7 @@ def unset_message(catalog: Catalog) -> str:
 
 
 def load(directory: Path) -> Catalog:
-    state_file = directory / "catalog.json"
+    state_file = directory / _STATE_FILE
     try:
         state = json.loads(state_file.read_text())
     except FileNotFoundError:
@@ -307,7 +310,7 @@ def init(directory: str | Path, *, warehouse: str | Path | None = None) -> Catal
     directory.mkdir(parents=True, exist_ok=True)
     location = _location(warehouse) if warehouse is not None else None
     with _locked(directory):
-        state_file = directory / "catalog.json"
+        state_file = directory / _STATE_FILE
         if state_file.exists():
             catalog = load(directory)
             if location is not None and location != catalog.warehouse:
